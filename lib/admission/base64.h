@@ -1,0 +1,15 @@
+#pragma once
+// Standard base64 (RFC 4648, with padding) over OpenSSL's EVP_EncodeBlock/EVP_DecodeBlock.
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace admission {
+
+std::string base64_encode(std::string_view bytes);
+
+// nullopt when `text` is not valid padded base64.
+std::optional<std::string> base64_decode(std::string_view text);
+
+}  // namespace admission

@@ -1,0 +1,80 @@
+#pragma once
+// The admission.k8s.io/v1 AdmissionReview envelope (SPEC Envelope).
+//
+//   admission::Decoded d = admission::decode(body);
+//   admission::Response r = d.request ? handler.mutate(*d.request)
+//                                     : admission::denied(d.uid, d.error, "malformed_request");
+//   std::string out = admission::encode(r);   // response.uid == request.uid on every path
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/result.h"
+#include "podpatch/placement.h"
+
+namespace admission {
+
+using json = nlohmann::json;
+
+// Nesting deeper than this is refused before parsing: a Pod or RayCluster is ~15 levels deep,
+// and recursion over unbounded depth (diff, dump) would exhaust the stack.
+inline constexpr int kMaxJsonDepth = 100;
+
+struct Request {
+  std::string uid;
+  std::string kind;     // request.kind.kind, e.g. "Pod"
+  std::string group;    // request.kind.group, "" for core
+  std::string version;  // request.kind.version
+  std::string operation;  // CREATE, UPDATE, DELETE, CONNECT
+  bool dry_run = false;
+  std::string ns;
+  std::string name;
+  json object;  // request.object (null for DELETE)
+};
+
+struct Decoded {
+  std::optional<Request> request;
+  webhook::Error error;  // why decoding failed, when !request
+  std::string uid;       // request.uid whenever it could be read, failures included
+};
+
+// Parses an AdmissionReview. Fails (with a message saying what is wrong and what is expected) on
+// an empty body, bytes that are not JSON, nesting deeper than kMaxJsonDepth, a JSON that is not
+// an admission.k8s.io/v1 AdmissionReview, or one without `request`, `request.uid`,
+// `request.kind` or `request.operation`.
+Decoded decode(std::string_view body);
+
+// Refuses JSON text nested deeper than `max_depth` (arrays and objects), scanning the bytes once
+// without parsing. ResourceExhausted naming the depth; other syntax errors are left to the parser.
+webhook::Status check_json_depth(std::string_view text, int max_depth);
+
+struct Response {
+  std::string uid;
+  bool allowed = true;
+  int code = 200;
+  std::string message;  // denials: what is wrong and how to fix it
+  std::string reason;   // denials: a short category for metrics, e.g. "invalid_topology"
+  json patch;           // RFC 6902 operations; null or empty means no patch
+  std::vector<std::string> warnings;
+  std::optional<podpatch::Placement> placement;  // for logs and metrics, not encoded
+};
+
+Response allowed(std::string uid);
+Response patched(std::string uid, json patch);
+Response denied(std::string uid, const webhook::Error& error, std::string reason);
+
+// The AdmissionReview JSON the API server expects: uid echoed; patch base64-encoded with
+// patchType JSONPatch only when non-empty; status {code, message} on denials; warnings.
+std::string encode(const Response& response);
+
+// The same response as a json value (for printing by the CLI).
+json to_json(const Response& response);
+
+// Serializes without throwing: invalid UTF-8 in strings becomes U+FFFD. indent -1 is compact.
+std::string dump_json(const json& value, int indent = -1);
+
+}  // namespace admission

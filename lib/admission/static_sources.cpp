@@ -1,0 +1,98 @@
+#include "admission/static_sources.h"
+
+#include "podpatch/keys.h"
+#include "podpatch/pod_view.h"
+
+namespace admission {
+
+using podpatch::json;
+using podpatch::member;
+using podpatch::string_member;
+
+bool StaticPodSource::add(const json& pod) {
+  webhook::Result<podpatch::PodView> view = podpatch::PodView::create(pod);
+  if (!view || view->deleting()) {
+    return false;
+  }
+  std::optional<podpatch::GroupKey> key = podpatch::group_key(*view, "default");
+  std::optional<podpatch::Slot> slot = podpatch::recorded_slot(*view);
+  if (!key || !slot) {
+    return false;
+  }
+  std::lock_guard lock(mu_);
+  holders_[*key].push_back({view->display_name(), *slot});
+  return true;
+}
+
+webhook::Result<podpatch::Slot> StaticPodSource::place(const podpatch::GroupKey& key, int hosts,
+                                                       bool dry_run) {
+  std::lock_guard lock(mu_);
+  std::vector<podpatch::Holder>& holders = holders_[key];
+  webhook::Result<podpatch::Slot> slot = podpatch::choose_slot(holders, hosts, key);
+  if (slot && !dry_run) {
+    holders.push_back({"(Pod admitted #" + std::to_string(++admitted_) + ")", *slot});
+  }
+  return slot;
+}
+
+bool StaticNodeSource::add(const json& node) {
+  if (string_member(&node, "kind") != std::string_view("Node")) {
+    return false;
+  }
+  podpatch::Labels labels;
+  if (const json* l = member(node, "metadata", "labels"); l != nullptr && l->is_object()) {
+    for (const auto& [k, v] : l->items()) {
+      if (v.is_string()) {
+        labels.emplace(k, v.get<std::string>());
+      }
+    }
+  }
+  nodes_.push_back(std::move(labels));
+  return true;
+}
+
+std::optional<std::vector<podpatch::Labels>> StaticNodeSource::nodes_matching(
+    const podpatch::Labels& selector) {
+  if (!listable_) {
+    return std::nullopt;
+  }
+  std::vector<podpatch::Labels> out;
+  for (const podpatch::Labels& n : nodes_) {
+    bool match = true;
+    for (const auto& [k, v] : selector) {
+      auto it = n.find(k);
+      match = match && it != n.end() && it->second == v;
+    }
+    if (match) {
+      out.push_back(n);
+    }
+  }
+  return out;
+}
+
+bool StaticServiceSource::add(const json& service) {
+  if (string_member(&service, "kind") != std::string_view("Service")) {
+    return false;
+  }
+  const json* metadata = member(service, "metadata");
+  std::optional<std::string_view> cluster =
+      string_member(member(metadata, "labels"), podpatch::keys::kHeadlessServiceLabel);
+  std::optional<std::string_view> name = string_member(metadata, "name");
+  if (!cluster || !name) {
+    return false;
+  }
+  std::string ns(string_member(metadata, "namespace").value_or("default"));
+  services_[{ns, std::string(*cluster)}] = std::string(*name);
+  return true;
+}
+
+std::optional<std::string> StaticServiceSource::headless_service(std::string_view ns,
+                                                                 std::string_view cluster) {
+  auto it = services_.find(std::pair<std::string, std::string>(ns, cluster));
+  if (it == services_.end()) {
+    return std::nullopt;
+  }
+  return it->second;
+}
+
+}  // namespace admission

@@ -1,0 +1,32 @@
+#pragma once
+// webhook-dryrun: what the webhook would answer, offline. cmd/webhook-dryrun/main.cpp only
+// forwards argv and the standard streams here, so tests run the whole CLI in-process.
+//
+//   std::ostringstream out, err;
+//   std::istringstream in;
+//   int code = dryrun::run_cli({"-o", "patch", "pod.yaml"}, {in, out, err});
+//   // 0 admitted, 1 denied, 2 bad usage or unreadable input (one line on err)
+
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace dryrun {
+
+struct CliIo {
+  std::istream& in;
+  std::ostream& out;
+  std::ostream& err;
+};
+
+inline constexpr int kExitAdmitted = 0;
+inline constexpr int kExitDenied = 1;
+inline constexpr int kExitUsage = 2;
+
+// Runs the CLI on `args` (argv without the program name).
+int run_cli(const std::vector<std::string>& args, CliIo io);
+
+// The --help text.
+std::string usage();
+
+}  // namespace dryrun

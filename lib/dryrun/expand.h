@@ -1,0 +1,50 @@
+#pragma once
+// The worker Pods KubeRay would create for a RayCluster, shaped as KubeRay builds them
+// (DefaultWorkerPodTemplate): generateName, labels, owner reference, the Ray container's env and
+// metrics port, the wait-gcs-ready init container and the /dev/shm volume. The webhook reads
+// only metadata, nodeSelector, affinity and the containers' resources and env; the rest makes
+// the Pods look real (the ray start command is abbreviated, probes are left out).
+//
+//   dryrun::ExpandOptions opts;                 // KubeRay's index labels on, as in KubeRay >= 1.6
+//   auto pods = dryrun::expand_workers(raycluster, opts);
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/result.h"
+#include "podpatch/sources.h"
+
+namespace dryrun {
+
+using json = nlohmann::json;
+
+struct ExpandOptions {
+  // KubeRay's RayMultiHostIndexing labels (ray.io/worker-group-replica-index, -replica-name,
+  // ray.io/replica-host-index). Off: KubeRay <= 1.4, or the feature gate off.
+  bool indexing = true;
+  std::string default_namespace = "default";
+  // Without indexing KubeRay creates only the Pods a group is missing: Pods already in the
+  // cluster per group (from --existing) are subtracted from the desired count.
+  std::map<podpatch::GroupKey, int> existing;
+};
+
+struct WorkerPod {
+  json pod;
+  std::string group;
+  int replica = 0;  // KubeRay's replica index (meaningful with indexing)
+  int host = 0;     // KubeRay's host index (meaningful with indexing)
+};
+
+// Every worker Pod in creation order: groups in order, replicas 0.., hosts 0.. within a replica.
+// InvalidArgument when the RayCluster has no name or a group's shape is malformed.
+webhook::Result<std::vector<WorkerPod>> expand_workers(const json& raycluster,
+                                                       const ExpandOptions& options);
+
+// KubeRay's desired Pod count of a group: clamp(replicas, minReplicas, maxReplicas) x numOfHosts,
+// or 0 when the group is suspended.
+int desired_pods(const json& group);
+
+}  // namespace dryrun

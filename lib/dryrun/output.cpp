@@ -1,0 +1,157 @@
+#include "dryrun/output.h"
+
+#include <algorithm>
+
+#include <yaml-cpp/yaml.h>
+
+#include "dryrun/documents.h"
+#include "podpatch/env.h"
+#include "podpatch/keys.h"
+#include "podpatch/pod_view.h"
+
+namespace dryrun {
+namespace {
+
+namespace keys = podpatch::keys;
+
+void emit(YAML::Emitter& out, const json& v) {
+  switch (v.type()) {
+    case json::value_t::object:
+      if (v.empty()) {
+        out << YAML::Flow << YAML::BeginMap << YAML::EndMap;
+        return;
+      }
+      out << YAML::BeginMap;
+      for (const auto& [key, value] : v.items()) {
+        out << YAML::Key;
+        if (!reads_back_as_string(key)) {
+          out << YAML::DoubleQuoted;
+        }
+        out << key << YAML::Value;
+        emit(out, value);
+      }
+      out << YAML::EndMap;
+      return;
+    case json::value_t::array:
+      if (v.empty()) {
+        out << YAML::Flow << YAML::BeginSeq << YAML::EndSeq;
+        return;
+      }
+      out << YAML::BeginSeq;
+      for (const json& item : v) {
+        emit(out, item);
+      }
+      out << YAML::EndSeq;
+      return;
+    case json::value_t::string: {
+      const std::string& s = v.get_ref<const std::string&>();
+      if (!reads_back_as_string(s) || s.find('\n') != std::string::npos) {
+        out << YAML::DoubleQuoted;
+      }
+      out << s;
+      return;
+    }
+    case json::value_t::boolean:
+      out << v.get<bool>();
+      return;
+    case json::value_t::number_integer:
+      out << v.get<std::int64_t>();
+      return;
+    case json::value_t::number_unsigned:
+      out << v.get<std::uint64_t>();
+      return;
+    case json::value_t::number_float:
+      out << v.dump();
+      return;
+    default:
+      out << YAML::Null;
+      return;
+  }
+}
+
+// Env of the Pod's TPU containers.
+struct TpuEnv {
+  std::vector<std::string> worker_ids;
+  std::string tpu_name = "-";
+  std::string topology = "-";
+  std::string first_peer = "-";
+};
+
+TpuEnv tpu_env(const json& pod) {
+  TpuEnv out;
+  webhook::Result<podpatch::PodView> view = podpatch::PodView::create(pod);
+  if (!view) {
+    return out;
+  }
+  for (const podpatch::TpuContainer& t : view->tpu_containers()) {
+    const json& c = view->container(t.index);
+    auto lit = [&](std::string_view name) {
+      return std::string(podpatch::env_literal(c, name).value_or("-"));
+    };
+    out.worker_ids.push_back(lit(keys::kWorkerId));
+    if (out.worker_ids.size() == 1) {
+      out.tpu_name = lit(keys::kTpuName);
+      out.topology = lit(keys::kTorchTopology);
+      std::string peers = lit(keys::kTorchSlicebuilder);
+      out.first_peer = peers.substr(0, peers.find(','));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string to_yaml(const json& value) {
+  YAML::Emitter out;
+  out.SetIndent(2);
+  out.SetSeqFormat(YAML::Block);
+  emit(out, value);
+  std::string text = out.c_str();
+  if (!text.empty() && text.back() != '\n') {
+    text.push_back('\n');
+  }
+  return text;
+}
+
+std::string format_table(const std::vector<TableRow>& rows) {
+  std::vector<std::vector<std::string>> cells = {{"#", "POD", "GROUP", "REPLICA", "HOST",
+                                                  "TPU_WORKER_ID", "HOSTNAME", "TPU_NAME",
+                                                  "TORCH_TPU_TOPOLOGY", "FIRST_PEER"}};
+  for (const TableRow& r : rows) {
+    TpuEnv env = tpu_env(r.pod);
+    std::string ids;
+    for (const std::string& id : env.worker_ids) {
+      ids += (ids.empty() ? "" : ",") + id;
+    }
+    const json* spec = podpatch::member(r.pod, "spec");
+    std::string hostname(podpatch::string_member(spec, "hostname").value_or("-"));
+    if (auto sub = podpatch::string_member(spec, "subdomain"); sub && hostname != "-") {
+      hostname += "." + std::string(*sub);
+    }
+    std::string gen(podpatch::string_member(podpatch::member(r.pod, "metadata"), "generateName")
+                        .value_or("-"));
+    cells.push_back({std::to_string(r.ordinal), gen, r.group, std::to_string(r.slot.replica),
+                     std::to_string(r.slot.host), ids.empty() ? "-" : ids, hostname, env.tpu_name,
+                     env.topology, env.first_peer});
+  }
+  std::vector<std::size_t> width(cells[0].size(), 0);
+  for (const auto& row : cells) {
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      width[i] = std::max(width[i], row[i].size());
+    }
+  }
+  std::string out;
+  for (const auto& row : cells) {
+    std::string line;
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      line += row[i];
+      if (i + 1 < row.size()) {
+        line += std::string(width[i] - row[i].size() + 2, ' ');
+      }
+    }
+    out += line + "\n";
+  }
+  return out;
+}
+
+}  // namespace dryrun

@@ -1,0 +1,35 @@
+#pragma once
+// How webhook-dryrun prints: objects as YAML, and the slice table of a RayCluster.
+//
+//   std::cout << dryrun::to_yaml(pod);
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "podpatch/placement.h"
+
+namespace dryrun {
+
+using json = nlohmann::json;
+
+// `value` as block YAML that reads back (with kubectl or parse_documents) as the same JSON:
+// strings that would read as numbers, booleans or null are quoted.
+std::string to_yaml(const json& value);
+
+// One row per admitted worker Pod.
+struct TableRow {
+  int ordinal = 0;  // creation order, from 1
+  std::string group;
+  podpatch::Slot slot;
+  json pod;  // the mutated Pod
+};
+
+// Columns: #, POD (generateName), GROUP, REPLICA, HOST, TPU_WORKER_ID, HOSTNAME, TPU_NAME,
+// TORCH_TPU_TOPOLOGY, FIRST_PEER (the first TORCH_TPU_SLICEBUILDER_ADDRESSES entry). Values come
+// from the mutated Pods' TPU containers; several containers' IDs are comma-joined; "-" when
+// unset. Columns are padded to align.
+std::string format_table(const std::vector<TableRow>& rows);
+
+}  // namespace dryrun

@@ -1,0 +1,45 @@
+#pragma once
+// A container's env list with SPEC Terms "present" semantics.
+//
+//   auto e = podpatch::find_env(container, "TPU_WORKER_ID");
+//   if (e && podpatch::is_present(*e->entry)) { ... }
+//
+// When a name appears more than once, the last entry is the one Kubernetes uses, so it is the
+// one these functions find.
+
+#include <optional>
+#include <string_view>
+
+#include "podpatch/json_access.h"
+
+namespace podpatch {
+
+struct EnvRef {
+  std::size_t index = 0;  // position in the env array
+  const json* entry = nullptr;
+};
+
+// The last entry named `name` in container["env"], or nullopt.
+std::optional<EnvRef> find_env(const json& container, std::string_view name);
+
+// Present: a non-empty `value`, or a `valueFrom`.
+bool is_present(const json& entry);
+
+// The entry's non-empty literal `value`, or nullopt (no value, empty value, or valueFrom only).
+std::optional<std::string_view> literal_value(const json& entry);
+
+// The literal value of `name` in the container, when present as a literal.
+std::optional<std::string_view> env_literal(const json& container, std::string_view name);
+
+// Whether `name` is present in the container.
+bool env_present(const json& container, std::string_view name);
+
+// Sets `name` on a mutable container: an entry with that name that is not present (empty value,
+// no valueFrom) is replaced in place; otherwise {name, ...fields} is appended. `fields` is the
+// entry without its name, e.g. {"value": "3"} or {"valueFrom": {...}}.
+void set_env(json& container, std::string_view name, json fields);
+
+// Replaces the literal value of the entry at `index`.
+void replace_env_value(json& container, std::size_t index, std::string_view value);
+
+}  // namespace podpatch

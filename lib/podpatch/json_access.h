@@ -1,0 +1,56 @@
+#pragma once
+// Null-safe reads of nlohmann::json without operator[] (which inserts, or is undefined on const).
+//
+//   const json* labels = podpatch::member(pod, "metadata", "labels");
+//   std::optional<std::string_view> v = podpatch::string_member(labels, "ray.io/cluster");
+
+#include <optional>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+namespace podpatch {
+
+using json = nlohmann::json;
+
+// The member `key` of `obj`, or nullptr when obj is null, not an object, or lacks the key.
+inline const json* member(const json* obj, std::string_view key) {
+  if (obj == nullptr || !obj->is_object()) {
+    return nullptr;
+  }
+  auto it = obj->find(key);
+  return it == obj->end() ? nullptr : &*it;
+}
+inline const json* member(const json& obj, std::string_view key) { return member(&obj, key); }
+
+// Nested lookup: member(member(obj, a), b) ...
+template <class... Keys>
+const json* member(const json* obj, std::string_view key, Keys... rest) {
+  return member(member(obj, key), rest...);
+}
+template <class... Keys>
+const json* member(const json& obj, std::string_view key, Keys... rest) {
+  return member(member(&obj, key), rest...);
+}
+
+// The string value of `key`, or nullopt when absent or not a string.
+inline std::optional<std::string_view> string_member(const json* obj, std::string_view key) {
+  const json* v = member(obj, key);
+  if (v == nullptr || !v->is_string()) {
+    return std::nullopt;
+  }
+  return std::string_view(v->get_ref<const json::string_t&>());
+}
+
+// The object member `key` of a mutable object, created as {} when missing or null.
+inline json& object_member(json& obj, std::string_view key) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) {
+    json& slot = obj[std::string(key)];
+    slot = json::object();
+    return slot;
+  }
+  return *it;
+}
+
+}  // namespace podpatch

@@ -1,0 +1,54 @@
+#pragma once
+// Every label, annotation, resource and env name the webhook reads or writes, named once.
+
+#include <string_view>
+
+namespace podpatch::keys {
+
+// Resources and scheduling.
+inline constexpr std::string_view kTpuResource = "google.com/tpu";
+inline constexpr std::string_view kAcceleratorSelector = "cloud.google.com/gke-tpu-accelerator";
+inline constexpr std::string_view kTopologySelector = "cloud.google.com/gke-tpu-topology";
+inline constexpr std::string_view kSubsliceAnnotation = "cloud.google.com/gke-tpu-slice-topology";
+inline constexpr std::string_view kGkeNodePool = "cloud.google.com/gke-nodepool";
+inline constexpr std::string_view kGceTopologyBlock = "cloud.google.com/gce-topology-block";
+inline constexpr std::string_view kGceTopologySubblock = "cloud.google.com/gce-topology-subblock";
+inline constexpr std::string_view kGceTopologyHost = "cloud.google.com/gce-topology-host";
+inline constexpr std::string_view kGoogleTopologyPrefix = "cloud.google.com/";
+inline constexpr std::string_view kNamespaceNameLabel = "kubernetes.io/metadata.name";
+
+// KubeRay labels.
+inline constexpr std::string_view kClusterLabel = "ray.io/cluster";
+inline constexpr std::string_view kGroupLabel = "ray.io/group";
+inline constexpr std::string_view kNodeTypeLabel = "ray.io/node-type";
+inline constexpr std::string_view kReplicaIndexLabel = "ray.io/worker-group-replica-index";
+inline constexpr std::string_view kHostIndexLabel = "ray.io/replica-host-index";
+inline constexpr std::string_view kReplicaNameLabel = "ray.io/worker-group-replica-name";
+inline constexpr std::string_view kHeadlessServiceLabel = "ray.io/headless-worker-svc";
+inline constexpr std::string_view kCreatedByLabel = "app.kubernetes.io/created-by";
+inline constexpr std::string_view kAppNameLabel = "app.kubernetes.io/name";
+// The label this webhook adds for legacy placement and affinity: "<group>-<replica>".
+inline constexpr std::string_view kLegacyReplicaLabel = "replicaIndex";
+
+// Kueue and opt-outs.
+inline constexpr std::string_view kKueueQueueLabel = "kueue.x-k8s.io/queue-name";
+inline constexpr std::string_view kKueueTopologyAnnotation =
+    "kueue.x-k8s.io/podset-required-topology";
+inline constexpr std::string_view kSkipCheckAnnotation = "cloud.google.com/skip-tpu-webhook-check";
+
+// Environment variables (SPEC M5).
+inline constexpr std::string_view kMegascaleNumSlices = "MEGASCALE_NUM_SLICES";
+inline constexpr std::string_view kMegascaleSliceId = "MEGASCALE_SLICE_ID";
+inline constexpr std::string_view kMegascaleCoordinator = "MEGASCALE_COORDINATOR_ADDRESS";
+inline constexpr std::string_view kMegascalePort = "MEGASCALE_PORT";
+inline constexpr std::string_view kWorkerHostnames = "TPU_WORKER_HOSTNAMES";
+inline constexpr std::string_view kProcessAddresses = "TPU_PROCESS_ADDRESSES";
+inline constexpr std::string_view kProcessPort = "TPU_PROCESS_PORT";
+inline constexpr std::string_view kTorchTopology = "TORCH_TPU_TOPOLOGY";
+inline constexpr std::string_view kTorchSlicebuilder = "TORCH_TPU_SLICEBUILDER_ADDRESSES";
+inline constexpr std::string_view kWorkerId = "TPU_WORKER_ID";
+inline constexpr std::string_view kTpuName = "TPU_NAME";
+inline constexpr std::string_view kDevicePluginHostIp = "TPU_DEVICE_PLUGIN_HOST_IP";
+inline constexpr std::string_view kDevicePluginAddr = "TPU_DEVICE_PLUGIN_ADDR";
+
+}  // namespace podpatch::keys

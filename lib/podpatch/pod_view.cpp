@@ -1,0 +1,302 @@
+#include "podpatch/pod_view.h"
+
+#include "podpatch/keys.h"
+#include "topology/numbers.h"
+
+namespace podpatch {
+namespace {
+
+using webhook::invalid_argument;
+
+std::string type_name(const json& v) { return v.type_name(); }
+
+// Checks that `v` (may be null) is absent, null, or an object whose values are all strings.
+webhook::Status check_string_map(const json* v, std::string_view field) {
+  if (v == nullptr || v->is_null()) {
+    return {};
+  }
+  if (!v->is_object()) {
+    return invalid_argument(std::string(field) + " must be an object, got " + type_name(*v));
+  }
+  for (const auto& [key, value] : v->items()) {
+    if (!value.is_string()) {
+      return invalid_argument(std::string(field) + " \"" + key + "\" must be a string, got " +
+                              type_name(value));
+    }
+  }
+  return {};
+}
+
+webhook::Status check_type(const json* v, std::string_view field, json::value_t want,
+                           std::string_view want_name) {
+  if (v == nullptr || v->is_null() || v->type() == want) {
+    return {};
+  }
+  return invalid_argument(std::string(field) + " must be " + std::string(want_name) + ", got " +
+                          type_name(*v));
+}
+
+// google.com/tpu as a whole number of chips: a JSON integer, or a string of digits.
+// Kubernetes quantities such as "4" arrive as strings.
+webhook::Result<int> chip_quantity(const json& q, std::string_view field) {
+  constexpr std::int64_t kMaxChipsPerContainer = 1024;
+  std::optional<std::int64_t> n;
+  if (q.is_number_unsigned()) {
+    n = q.get<std::uint64_t>() <= kMaxChipsPerContainer
+            ? std::optional<std::int64_t>(static_cast<std::int64_t>(q.get<std::uint64_t>()))
+            : std::nullopt;
+  } else if (q.is_string()) {
+    n = topology::parse_non_negative(q.get_ref<const std::string&>(), kMaxChipsPerContainer);
+  }
+  if (!n) {
+    return invalid_argument(std::string(field) + " " + q.dump() +
+                            " is not a whole number of TPU chips; set it to the chips per "
+                            "host the machine type has, such as \"4\"");
+  }
+  return static_cast<int>(*n);
+}
+
+// Request, else limit (SPEC Terms "chips per host"); 0 when neither is set or both are zero.
+webhook::Result<int> container_chips(const json& container, std::string_view where) {
+  const json* resources = member(container, "resources");
+  if (webhook::Status s = check_type(resources, std::string(where) + ".resources",
+                                     json::value_t::object, "an object");
+      !s) {
+    return s.error();
+  }
+  int request = 0;
+  int limit = 0;
+  for (std::string_view kind : {"requests", "limits"}) {
+    const json* list = member(resources, kind);
+    std::string field = std::string(where) + ".resources." + std::string(kind);
+    if (webhook::Status s = check_type(list, field, json::value_t::object, "an object"); !s) {
+      return s.error();
+    }
+    const json* q = member(list, keys::kTpuResource);
+    if (q == nullptr || q->is_null()) {
+      continue;
+    }
+    webhook::Result<int> chips = chip_quantity(*q, field + "[" + std::string(keys::kTpuResource) + "]");
+    if (!chips) {
+      return chips.error();
+    }
+    (kind == "requests" ? request : limit) = *chips;
+  }
+  return request != 0 ? request : limit;
+}
+
+webhook::Status check_env(const json& container, const std::string& where) {
+  const json* env = member(container, "env");
+  if (webhook::Status s = check_type(env, where + ".env", json::value_t::array, "an array"); !s) {
+    return s;
+  }
+  if (env == nullptr || env->is_null()) {
+    return {};
+  }
+  for (std::size_t i = 0; i < env->size(); ++i) {
+    const json& e = (*env)[i];
+    std::string field = where + ".env[" + std::to_string(i) + "]";
+    if (!e.is_object() || !string_member(&e, "name")) {
+      return invalid_argument(field + " must be an object with a string name");
+    }
+    if (webhook::Status s = check_type(member(e, "value"), field + ".value",
+                                       json::value_t::string, "a string");
+        !s) {
+      return s;
+    }
+  }
+  return {};
+}
+
+webhook::Status check_affinity(const json* spec) {
+  const json* affinity = member(spec, "affinity");
+  if (webhook::Status s = check_type(affinity, "spec.affinity", json::value_t::object, "an object");
+      !s) {
+    return s;
+  }
+  for (std::string_view kind : {"podAffinity", "podAntiAffinity"}) {
+    std::string field = "spec.affinity." + std::string(kind);
+    const json* a = member(affinity, kind);
+    if (webhook::Status s = check_type(a, field, json::value_t::object, "an object"); !s) {
+      return s;
+    }
+    const json* terms = member(a, "requiredDuringSchedulingIgnoredDuringExecution");
+    field += ".requiredDuringSchedulingIgnoredDuringExecution";
+    if (webhook::Status s = check_type(terms, field, json::value_t::array, "an array"); !s) {
+      return s;
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+webhook::Result<std::vector<TpuContainer>> find_tpu_containers(const json* containers,
+                                                              std::string_view where) {
+  std::vector<TpuContainer> out;
+  if (containers == nullptr || containers->is_null()) {
+    return out;
+  }
+  if (!containers->is_array()) {
+    return invalid_argument(std::string(where) + " must be an array, got " +
+                            type_name(*containers));
+  }
+  for (std::size_t i = 0; i < containers->size(); ++i) {
+    const json& c = (*containers)[i];
+    std::string field = std::string(where) + "[" + std::to_string(i) + "]";
+    if (!c.is_object()) {
+      return invalid_argument(field + " must be an object, got " + type_name(c));
+    }
+    std::optional<std::string_view> name = string_member(&c, "name");
+    if (name) {
+      field = std::string(where) + "[" + std::string(*name) + "]";
+    }
+    webhook::Result<int> chips = container_chips(c, field);
+    if (!chips) {
+      return chips.error();
+    }
+    if (*chips > 0) {
+      out.push_back({static_cast<int>(i), *chips, name.value_or("")});
+    }
+  }
+  return out;
+}
+
+bool kueue_managed(const json* labels, const json* annotations) {
+  return member(labels, keys::kKueueQueueLabel) != nullptr ||
+         member(annotations, keys::kKueueTopologyAnnotation) != nullptr ||
+         string_member(annotations, keys::kSkipCheckAnnotation) == std::string_view("true");
+}
+
+std::optional<TopologyField> topology_field(const json* annotations, const json* node_selector) {
+  if (auto sub = string_member(annotations, keys::kSubsliceAnnotation)) {
+    return TopologyField{*sub, "annotation cloud.google.com/gke-tpu-slice-topology"};
+  }
+  if (auto topo = string_member(node_selector, keys::kTopologySelector)) {
+    return TopologyField{*topo, "nodeSelector cloud.google.com/gke-tpu-topology"};
+  }
+  return std::nullopt;
+}
+
+webhook::Result<PodView> PodView::create(const json& pod) {
+  if (!pod.is_object()) {
+    return invalid_argument("the Pod must be a JSON object, got " + type_name(pod));
+  }
+  PodView view(pod);
+  const json* metadata = member(pod, "metadata");
+  if (webhook::Status s = check_type(metadata, "metadata", json::value_t::object, "an object"); !s) {
+    return s.error();
+  }
+  for (std::string_view key : {"name", "generateName", "namespace"}) {
+    if (webhook::Status s = check_type(member(metadata, key), "metadata." + std::string(key),
+                                       json::value_t::string, "a string");
+        !s) {
+      return s.error();
+    }
+  }
+  view.labels_ = member(metadata, "labels");
+  view.annotations_ = member(metadata, "annotations");
+  if (webhook::Status s = check_string_map(view.labels_, "metadata.labels"); !s) {
+    return s.error();
+  }
+  if (webhook::Status s = check_string_map(view.annotations_, "metadata.annotations"); !s) {
+    return s.error();
+  }
+  const json* spec = member(pod, "spec");
+  if (webhook::Status s = check_type(spec, "spec", json::value_t::object, "an object"); !s) {
+    return s.error();
+  }
+  view.node_selector_ = member(spec, "nodeSelector");
+  if (webhook::Status s = check_string_map(view.node_selector_, "spec.nodeSelector"); !s) {
+    return s.error();
+  }
+  for (std::string_view key : {"hostname", "subdomain"}) {
+    if (webhook::Status s = check_type(member(spec, key), "spec." + std::string(key),
+                                       json::value_t::string, "a string");
+        !s) {
+      return s.error();
+    }
+  }
+  view.containers_ = member(spec, "containers");
+  webhook::Result<std::vector<TpuContainer>> tpu =
+      find_tpu_containers(view.containers_, "spec.containers");
+  if (!tpu) {
+    return tpu.error();
+  }
+  view.tpu_ = std::move(tpu).value();
+  for (const TpuContainer& t : view.tpu_) {
+    std::string where = "spec.containers[" + std::string(t.name) + "]";
+    if (webhook::Status s = check_env((*view.containers_)[static_cast<std::size_t>(t.index)], where);
+        !s) {
+      return s.error();
+    }
+  }
+  if (webhook::Status s = check_affinity(spec); !s) {
+    return s.error();
+  }
+  return view;
+}
+
+std::string_view PodView::name() const {
+  return string_member(member(*pod_, "metadata"), "name").value_or("");
+}
+std::string_view PodView::generate_name() const {
+  return string_member(member(*pod_, "metadata"), "generateName").value_or("");
+}
+std::string_view PodView::namespace_name() const {
+  return string_member(member(*pod_, "metadata"), "namespace").value_or("");
+}
+std::string PodView::display_name() const {
+  if (!name().empty()) {
+    return std::string(name());
+  }
+  if (!generate_name().empty()) {
+    return std::string(generate_name());
+  }
+  return "(no name)";
+}
+
+std::optional<std::string_view> PodView::label(std::string_view key) const {
+  return string_member(labels_, key);
+}
+std::optional<std::string_view> PodView::annotation(std::string_view key) const {
+  return string_member(annotations_, key);
+}
+std::optional<std::string_view> PodView::node_selector(std::string_view key) const {
+  return string_member(node_selector_, key);
+}
+
+int PodView::chips_per_host() const {
+  int sum = 0;
+  for (const TpuContainer& t : tpu_) {
+    sum += t.chips;
+  }
+  return sum;
+}
+
+const json& PodView::container(int index) const {
+  return (*containers_)[static_cast<std::size_t>(index)];
+}
+
+std::optional<TopologyField> PodView::topology() const {
+  return topology_field(annotations_, node_selector_);
+}
+
+std::string_view PodView::accelerator() const {
+  return node_selector(keys::kAcceleratorSelector).value_or("");
+}
+
+bool PodView::kueue_managed() const { return podpatch::kueue_managed(labels_, annotations_); }
+
+bool PodView::deleting() const {
+  const json* ts = member(*pod_, "metadata", "deletionTimestamp");
+  return ts != nullptr && !ts->is_null();
+}
+
+const json* PodView::required_pod_affinity_terms() const {
+  const json* terms = member(*pod_, "spec", "affinity", "podAffinity",
+                             "requiredDuringSchedulingIgnoredDuringExecution");
+  return terms != nullptr && terms->is_array() ? terms : nullptr;
+}
+
+}  // namespace podpatch

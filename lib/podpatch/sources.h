@@ -1,0 +1,68 @@
+#pragma once
+// What the webhook needs from the live cluster, behind small interfaces (DESIGN "Seams"):
+// fed by API watches in the server, by files in webhook-dryrun (--existing) and in tests.
+//
+//   podpatch::GroupKey key{"default", "my-cluster", "tpu-group"};
+//   webhook::Result<podpatch::Slot> slot = pods.place(key, /*hosts=*/4, /*dry_run=*/false);
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.h"
+
+namespace podpatch {
+
+using Labels = std::map<std::string, std::string, std::less<>>;
+
+// A worker group of a RayCluster.
+struct GroupKey {
+  std::string ns;
+  std::string cluster;
+  std::string group;
+
+  friend auto operator<=>(const GroupKey&, const GroupKey&) = default;
+};
+
+// One host of one replica of a group.
+struct Slot {
+  int replica = 0;
+  int host = 0;
+
+  friend auto operator<=>(const Slot&, const Slot&) = default;
+};
+
+// The Pods of the cluster, as far as legacy placement (SPEC M3.3) needs them.
+class PodSource {
+ public:
+  virtual ~PodSource() = default;
+  // Chooses the slot for a new Pod of `key` in slices of `hosts` hosts by SPEC M3.3 (lowest
+  // replica with a free host, then the lowest free host) and, unless `dry_run`, reserves it so
+  // the next call sees it taken. Atomic: concurrent calls never get the same slot.
+  // AlreadyExists when two existing Pods hold one slot of the group (the message names them);
+  // Unavailable when the source does not know the cluster's Pods (yet).
+  virtual webhook::Result<Slot> place(const GroupKey& key, int hosts, bool dry_run) = 0;
+};
+
+// TPU Nodes, as far as subslice placement (SPEC M4, V3) needs them.
+class NodeSource {
+ public:
+  virtual ~NodeSource() = default;
+  // The labels of every Node whose labels contain all of `selector`; nullopt when Nodes cannot
+  // be listed (no API access).
+  virtual std::optional<std::vector<Labels>> nodes_matching(const Labels& selector) = 0;
+};
+
+// Headless Services, for the name peers resolve (SPEC Terms).
+class ServiceSource {
+ public:
+  virtual ~ServiceSource() = default;
+  // The name of the Service labelled ray.io/headless-worker-svc=<cluster> in `ns`, if known.
+  virtual std::optional<std::string> headless_service(std::string_view ns,
+                                                      std::string_view cluster) = 0;
+};
+
+}  // namespace podpatch

@@ -1,0 +1,31 @@
+#pragma once
+// RayCluster validation (SPEC V1-V4): each TPU worker group's numOfHosts must match its topology,
+// and a subsliced group must be placeable.
+//
+//   podpatch::ClusterVerdict v = podpatch::validate_raycluster(cluster_json, nodes);
+//   if (v.denial) deny(v.denial->message);   // names the first failing group (V4)
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "podpatch/json_access.h"
+#include "podpatch/sources.h"
+
+namespace podpatch {
+
+struct ClusterVerdict {
+  std::optional<webhook::Error> denial;  // the first failing worker group decides (V4)
+  std::string denied_group;              // its groupName
+  std::string reason;                    // short category for metrics, e.g. "hosts_mismatch"
+  std::vector<std::string> warnings;     // from every group
+};
+
+// Validates a RayCluster object (the admission request's object). Groups without TPU containers
+// pass; a group without containers, a TPU group without numOfHosts, with a missing or invalid
+// topology, or whose topology needs another number of hosts is denied (V1, V2). Subsliced groups
+// are checked against the parent topology and the Nodes `nodes` lists (V3).
+ClusterVerdict validate_raycluster(const json& cluster, NodeSource& nodes);
+
+}  // namespace podpatch

@@ -1,0 +1,88 @@
+#include "topology/addresses.h"
+
+#include "topology/names.h"
+
+namespace topology {
+
+std::vector<std::string> worker_hostnames(std::string_view group, int replica, int hosts,
+                                          std::string_view svc) {
+  std::vector<std::string> out;
+  out.reserve(static_cast<std::size_t>(hosts));
+  for (int h = 0; h < hosts; ++h) {
+    out.push_back(host_dns_name(group, replica, h, svc));
+  }
+  return out;
+}
+
+std::string join(std::span<const std::string> items) {
+  std::size_t size = 0;
+  for (const std::string& s : items) {
+    size += s.size() + 1;
+  }
+  std::string out;
+  out.reserve(size);
+  for (const std::string& s : items) {
+    if (!out.empty()) {
+      out.push_back(',');
+    }
+    out.append(s);
+  }
+  return out;
+}
+
+std::vector<std::string> split_list(std::string_view text) {
+  std::vector<std::string> out;
+  if (text.empty()) {
+    return out;
+  }
+  std::size_t start = 0;
+  while (true) {
+    std::size_t comma = text.find(',', start);
+    out.emplace_back(text.substr(start, comma - start));
+    if (comma == std::string_view::npos) {
+      return out;
+    }
+    start = comma + 1;
+  }
+}
+
+std::string address_list(std::span<const std::string> entries, int ports_per_entry,
+                         int port_base) {
+  std::string out;
+  std::size_t per_entry = 0;
+  for (const std::string& e : entries) {
+    per_entry = std::max(per_entry, e.size() + 7);
+  }
+  out.reserve(per_entry * entries.size() * static_cast<std::size_t>(std::max(ports_per_entry, 0)));
+  for (const std::string& e : entries) {
+    for (int p = 0; p < ports_per_entry; ++p) {
+      if (!out.empty()) {
+        out.push_back(',');
+      }
+      out.append(e).push_back(':');
+      out.append(std::to_string(port_base + p));
+    }
+  }
+  return out;
+}
+
+std::string torch_tpu_topology(const Shape& shape, int chiplets) {
+  const auto& d = shape.dims3();
+  std::string out =
+      std::to_string(d[0]) + "," + std::to_string(d[1]) + "," + std::to_string(d[2]);
+  if (chiplets == 2) {
+    out += ",2";
+  }
+  return out;
+}
+
+std::string megascale_coordinator(std::string_view group, std::string_view svc, bool tpu7x,
+                                  int megascale_base) {
+  std::string out = host_dns_name(group, 0, 0, svc);
+  if (tpu7x) {
+    out += ":" + std::to_string(megascale_base);
+  }
+  return out;
+}
+
+}  // namespace topology

@@ -1,0 +1,51 @@
+#pragma once
+// The address lists a slice's processes use to find each other (reference tpu-topology.md §2).
+//
+//   auto hosts = topology::worker_hostnames("v6e-16", 0, 4, "c-headless");
+//   topology::join(hosts);                            // TPU_WORKER_HOSTNAMES
+//   topology::address_list(hosts, 4, 8471);           // TORCH_TPU_SLICEBUILDER_ADDRESSES (v6e)
+//   topology::address_list(hosts, 1, 8471);           // TPU_PROCESS_ADDRESSES (1 container)
+//   topology::torch_tpu_topology(shape, 2);           // "2,2,2,2" on TPU7x 2x2x2
+
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "topology/shape.h"
+
+namespace topology {
+
+// Port bases; each is a flag of both binaries.
+struct Ports {
+  int tpu_process_base = 8471;  // slicebuilder and TPU process ports: base, base+1, ...
+  int megascale_base = 8081;    // MEGASCALE_PORT (TPU7x: + container index)
+  int device_plugin = 2112;     // TPU_DEVICE_PLUGIN_ADDR port
+};
+
+// DNS names of hosts 0..hosts-1 of replica `replica` of `group`, behind Service `svc`.
+std::vector<std::string> worker_hostnames(std::string_view group, int replica, int hosts,
+                                          std::string_view svc);
+
+// Comma-joined, no spaces.
+std::string join(std::span<const std::string> items);
+
+// Splits a comma-separated list; an empty text gives no items. Items are not trimmed.
+std::vector<std::string> split_list(std::string_view text);
+
+// "<entry>:<port>" for each entry (in order), for ports port_base .. port_base+ports_per_entry-1:
+// host-major, port ascending, comma-joined. Slicebuilder addresses use one port per device of a
+// host; TPU process addresses one per TPU container.
+std::string address_list(std::span<const std::string> entries, int ports_per_entry,
+                         int port_base);
+
+// TORCH_TPU_TOPOLOGY: the three dims joined by ',' (2-D gets ",1"), plus ",2" when a chip has
+// two chiplets: v6e 4x4 -> "4,4,1"; TPU7x 2x2x2 -> "2,2,2,2".
+std::string torch_tpu_topology(const Shape& shape, int chiplets);
+
+// MEGASCALE_COORDINATOR_ADDRESS: host 0 of replica 0, "<g>-0-0.<svc>", with ":<megascale_base>"
+// on TPU7x.
+std::string megascale_coordinator(std::string_view group, std::string_view svc, bool tpu7x,
+                                  int megascale_base);
+
+}  // namespace topology
