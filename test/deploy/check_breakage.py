@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""deploy.checks_catch_breakage: the deploy checks are not vacuous.
+
+Each case copies the deployment files to a scratch tree, breaks one thing a user or a careless
+edit could break (a webhook path, a port, an RBAC verb, a security setting, a values key, a
+template directive, the Dockerfile's runtime stage, ...), runs the check that guards it and
+expects it to fail naming the problem. The untouched copy must pass first.
+
+Usage: check_breakage.py --root REPO_ROOT --kubectl PATH --yamllint PATH [--build-dir DIR]
+"""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CHART = "deploy/helm/kuberay-tpu-webhook"
+
+# (what breaks, checker, file, old text, new text, a phrase the failure must contain)
+CASES = [
+    ("mutating path", "kustomize", "deploy/manifests/webhooks.yaml",
+     "path: /mutate", "path: /mutate-pods", "want kuberay-tpu-webhook.ray-system /mutate"),
+    ("RBAC verb beyond read-only", "kustomize", "deploy/manifests/rbac.yaml",
+     'verbs: ["get", "list", "watch"]', 'verbs: ["get", "list", "watch", "create"]',
+     "want exactly"),
+    ("capabilities not dropped", "kustomize", "deploy/manifests/deployment.yaml",
+     "              drop:\n                - ALL", "              drop: []", "do not drop ALL"),
+    ("container port off the binary's default", "kustomize", "deploy/manifests/deployment.yaml",
+     "containerPort: 9443", "containerPort: 9444", "!= --bind-address"),
+    ("writable root filesystem", "kustomize", "deploy/manifests/deployment.yaml",
+     "readOnlyRootFilesystem: true", "readOnlyRootFilesystem: false", "readOnlyRootFilesystem"),
+    ("objectSelector loses the worker label", "kustomize", "deploy/manifests/webhooks.yaml",
+     "        ray.io/node-type: worker\n", "", "objectSelector"),
+    ("Service renamed", "kustomize", "deploy/manifests/service.yaml",
+     "  name: kuberay-tpu-webhook\n", "  name: tpu-webhook\n", "missing Service kuberay-tpu-webhook"),
+    ("legacy placement with two replicas", "kustomize", "deploy/manifests/deployment.yaml",
+     "--legacy-indexing=off", "--legacy-indexing=on", "legacy placement on with 2 replicas"),
+    ("probe on the wrong path", "kustomize", "deploy/manifests/deployment.yaml",
+     "path: /readyz", "path: /healthz", "readinessProbe path"),
+    ("a manifest left out of the kustomization", "kustomize", "deploy/manifests/kustomization.yaml",
+     "  - pdb.yaml\n", "", "missing PodDisruptionBudget"),
+    ("values key renamed", "chart", f"{CHART}/values.yaml",
+     "    healthPort: 8081", "    healthzPort: 8081", ".Values.tpuWebhook.deployment.healthPort"),
+    ("template reads a value that does not exist", "chart", f"{CHART}/templates/service.yaml",
+     ".Values.tpuWebhook.service.type", ".Values.tpuWebhook.service.kind", "is not in values.yaml"),
+    ("function name typo", "chart", f"{CHART}/templates/deployment.yaml",
+     "toYaml $d.resources", "toYml $d.resources", "'toYml'"),
+    ("unclosed block", "chart", f"{CHART}/templates/pdb.yaml", "{{- end }}\n", "", "not closed"),
+    ("duplicate key in a template", "chart", f"{CHART}/templates/deployment.yaml",
+     "  revisionHistoryLimit: 3\n", "  revisionHistoryLimit: 3\n  revisionHistoryLimit: 5\n",
+     "duplicate key"),
+    ("chart default drifts from the kustomize base", "chart", f"{CHART}/values.yaml",
+     "    replicas: 2", "    replicas: 3", "default replicas 3"),
+    ("chart path differs", "chart", f"{CHART}/templates/webhook.yaml",
+     "path: /validate", "path: /validating", "/validate"),
+    ("auto legacy placement no longer forces one replica", "chart",
+     f"{CHART}/templates/_helpers.tpl",
+     '{{- if eq (include "kuberay-tpu-webhook.legacyIndexing" .) "off" -}}\n{{ .Values',
+     '{{- if ne (include "kuberay-tpu-webhook.legacyIndexing" .) "on" -}}\n{{ .Values',
+     "legacy placement auto with 2 replicas"),
+    ("a value no template reads", "chart", f"{CHART}/values.yaml",
+     "  kuberayVersion: \"\"\n", "  kuberayVersion: \"\"\n  unusedKnob: 1\n", "unusedKnob"),
+    ("a bad value is accepted", "chart", f"{CHART}/templates/_helpers.tpl",
+     '{{- if has $mode (list "certManager" "selfSigned" "existingSecret") -}}', "{{- if true -}}",
+     "should fail"),
+    ("unquoted off in values", "yamllint", f"{CHART}/values.yaml",
+     'legacyIndexing: "off"', "legacyIndexing: off", "truthy"),
+    ("runtime stage ships a compiler", "dockerfile", "Dockerfile",
+     "        libbrotli1 \\\n", "        libbrotli1 \\\n        g++ \\\n", "build tools"),
+    ("runtime stage runs as root", "dockerfile", "Dockerfile",
+     "USER 65532:65532", "USER root", "numeric non-root"),
+    ("build stage skips the setup script", "dockerfile", "Dockerfile",
+     "SETUP_MINIMAL=1 bash scripts/setup.sh", "apt-get install -y g++", "scripts/setup.sh"),
+    ("a runtime library missing", "libs", "Dockerfile",
+     "        libssl3 \\\n", "", "does not install ['libssl3']"),
+]
+
+
+def copy_tree(root, dst):
+    for rel in ("deploy", "test/deploy", "scripts"):
+        shutil.copytree(os.path.join(root, rel), os.path.join(dst, rel))
+    for rel in ("Dockerfile", ".dockerignore"):
+        shutil.copy(os.path.join(root, rel), os.path.join(dst, rel))
+
+
+def run(checker, root, args):
+    py = sys.executable
+    cmd = {
+        "kustomize": [py, f"{HERE}/check_kustomize.py", "--root", root, "--kubectl", args.kubectl],
+        "chart": [py, f"{HERE}/check_chart.py", "--root", root, "--kubectl", args.kubectl],
+        "yamllint": [py, f"{HERE}/run_yamllint.py", "--root", root, "--yamllint", args.yamllint],
+        "dockerfile": [py, f"{HERE}/check_dockerfile.py", "--root", root],
+        "libs": [py, f"{HERE}/check_dockerfile.py", "--root", root, "--libs",
+                 "--build-dir", args.build_dir or "/nonexistent"],
+    }[checker]
+    p = subprocess.run(cmd, capture_output=True, text=True,
+                       env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
+    return p.returncode, p.stdout + p.stderr
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--root", required=True)
+    ap.add_argument("--kubectl", default="kubectl")
+    ap.add_argument("--yamllint", default=shutil.which("yamllint") or "yamllint")
+    ap.add_argument("--build-dir")
+    args = ap.parse_args()
+    failures = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        clean = os.path.join(tmp, "clean")
+        copy_tree(args.root, clean)
+        for checker in ("kustomize", "chart", "yamllint", "dockerfile", "libs"):
+            rc, out = run(checker, clean, args)
+            if rc not in (0, 77):
+                print(f"FAIL: the unbroken tree fails {checker}:\n{out}")
+                return 1
+        libs_ready = run("libs", clean, args)[0] == 0
+        for i, (what, checker, rel, old, new, phrase) in enumerate(CASES):
+            if checker == "libs" and not libs_ready:
+                print(f"skip: {what} (needs both binaries built in --build-dir)")
+                continue
+            work = os.path.join(tmp, f"case{i}")
+            copy_tree(args.root, work)
+            path = os.path.join(work, rel)
+            with open(path) as f:
+                text = f.read()
+            if text.count(old) != 1:
+                print(f"FAIL: {what}: {rel} no longer contains {old!r} exactly once; update the case")
+                failures += 1
+                continue
+            with open(path, "w") as f:
+                f.write(text.replace(old, new))
+            rc, out = run(checker, work, args)
+            if rc == 0 or rc == 77:
+                print(f"FAIL: {what}: the {checker} check still passes")
+                failures += 1
+            elif phrase not in out:
+                print(f"FAIL: {what}: the {checker} check fails, but without {phrase!r}:\n{out}")
+                failures += 1
+            else:
+                line = next((ln for ln in out.splitlines() if phrase in ln), "")
+                print(f"caught: {what}: {line.strip()[:150]}")
+    print(f"breakage cases: {len(CASES)}, missed: {failures}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

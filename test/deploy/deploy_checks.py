@@ -1,0 +1,402 @@
+"""Checks shared by the kustomize and Helm tests: does a set of Kubernetes objects make a
+complete, least-privilege, drop-in install of kuberay-tpu-webhook?
+
+Every expectation below is a fact about the binary or about the Go webhook it replaces; they
+are written once here so that the kustomize base and every chart variant are held to the same
+ones.
+"""
+
+import yaml
+
+# The binary's defaults (cmd/webhook flags).
+BIND_PORT = 9443
+HEALTH_PORT = 8081
+CERT_DIR = "/etc/kuberay-tpu-webhook/tls"
+BINARY_FLAGS = {
+    "bind-address", "health-address", "tls-cert-file", "tls-private-key-file", "server-cert",
+    "server-key", "kube-config-path", "legacy-indexing", "reservation-ttl", "kuberay-version",
+    "tpu-process-port-base", "megascale-port-base", "device-plugin-port", "max-body-bytes",
+    "read-timeout", "shutdown-timeout", "threads", "log-format", "v",
+}
+# The Go webhook's object names, kept so that ours replaces it in place.
+NAMESPACE = "ray-system"
+NAME = "kuberay-tpu-webhook"
+SECRET = "kuberay-tpu-webhook-certs"
+CLUSTER_ROLE = "kuberay-tpu-webhook-pod-reader"
+MUTATING = "kuberay-tpu-mutating-webhook-cfg"
+VALIDATING = "kuberay-tpu-validating-webhook-cfg"
+ISSUER = "selfsigned-issuer"
+CERTIFICATE = "kuberay-tpu-webhook-certs"
+SELECTOR = {"app": "kuberay-tpu-webhook"}
+EXCLUDED_NAMESPACES = {"kube-system", "kube-node-lease"}
+RBAC = {("", r, v) for r in ("pods", "nodes", "services") for v in ("get", "list", "watch")}
+
+CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding",
+                  "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """A YAML loader that refuses duplicate mapping keys (PyYAML keeps the last silently;
+    kubectl and Helm's parsers reject or mangle them)."""
+
+
+def _construct_mapping(loader, node, deep=False):
+    seen = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r}", key_node.start_mark)
+        seen.add(key)
+    return yaml.SafeLoader.construct_mapping(loader, node, deep)
+
+
+UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def load_objects(text, where):
+    """Parses a multi-document YAML stream into objects, refusing duplicate keys."""
+    try:
+        docs = [d for d in yaml.load_all(text, Loader=UniqueKeyLoader) if d is not None]
+    except yaml.YAMLError as e:
+        raise AssertionError(f"{where}: not valid YAML: {e}") from None
+    for d in docs:
+        if not isinstance(d, dict) or not d.get("kind") or not d.get("apiVersion") \
+                or not (d.get("metadata") or {}).get("name"):
+            raise AssertionError(f"{where}: a document without apiVersion/kind/metadata.name: "
+                                 f"{str(d)[:120]}")
+    return docs
+
+
+class Report:
+    """Collects failures so one run shows all of them."""
+
+    def __init__(self):
+        self.failures = []
+
+    def check(self, cond, msg):
+        if not cond:
+            self.failures.append(msg)
+        return cond
+
+    def finish(self, what):
+        for f in self.failures:
+            print(f"FAIL: {f}")
+        if self.failures:
+            print(f"{what}: {len(self.failures)} problem(s)")
+            return 1
+        print(f"{what}: ok")
+        return 0
+
+
+def index(objs, r):
+    out = {}
+    for o in objs:
+        key = (o["kind"], o["metadata"]["name"])
+        r.check(key not in out, f"{key[0]} {key[1]} declared twice")
+        out[key] = o
+    return out
+
+
+def parse_args(args):
+    """--name=value args into a dict; flags must be known to the binary and Go style."""
+    out = {}
+    for a in args:
+        if not isinstance(a, str) or not a.startswith("--") or "=" not in a:
+            out.setdefault("__bad__", []).append(a)
+            continue
+        k, v = a[2:].split("=", 1)
+        out[k] = v
+    return out
+
+
+def port_of(addr):
+    return int(addr.rsplit(":", 1)[1])
+
+
+def _subset(small, big):
+    return all(big.get(k) == v for k, v in (small or {}).items())
+
+
+def _excludes(ns_selector):
+    """The namespaces a namespaceSelector keeps out via kubernetes.io/metadata.name NotIn."""
+    out = set()
+    for e in (ns_selector or {}).get("matchExpressions", []):
+        if e.get("key") == "kubernetes.io/metadata.name" and e.get("operator") == "NotIn":
+            out |= set(e.get("values", []))
+    return out
+
+
+def check_install(objs, r, cert_mode="certManager", expect_defaults=True, namespace_created=True,
+                  ca_bundle=None, secret_name=SECRET):
+    """Checks one rendered install. expect_defaults: also pin the shipped defaults (2 replicas,
+    Fail, 5 s); cert_mode: certManager | selfSigned | existingSecret."""
+    idx = index(objs, r)
+    kinds = {k for k, _ in idx}
+
+    def get(kind, name):
+        o = idx.get((kind, name))
+        r.check(o is not None, f"missing {kind} {name}")
+        return o or {}
+
+    # Namespaces: every namespaced object in ray-system, cluster-scoped ones without one.
+    for (kind, name), o in idx.items():
+        ns = o["metadata"].get("namespace")
+        if kind in CLUSTER_SCOPED:
+            r.check(ns is None, f"{kind} {name} is cluster-scoped but has namespace {ns}")
+        else:
+            r.check(ns == NAMESPACE, f"{kind} {name} in namespace {ns!r}, want {NAMESPACE}")
+    if namespace_created:
+        get("Namespace", NAMESPACE)
+    else:
+        r.check(("Namespace", NAMESPACE) not in idx, "Namespace created although disabled")
+
+    # RBAC: exactly get/list/watch on pods, nodes, services, bound to our ServiceAccount.
+    get("ServiceAccount", NAME)
+    roles = [o for o in objs if o["kind"] in ("Role", "ClusterRole")]
+    r.check([o["metadata"]["name"] for o in roles] == [CLUSTER_ROLE],
+            f"want exactly one role, ClusterRole {CLUSTER_ROLE}; got "
+            f"{[(o['kind'], o['metadata']['name']) for o in roles]}")
+    role = get("ClusterRole", CLUSTER_ROLE)
+    granted = set()
+    for rule in role.get("rules", []):
+        r.check(not rule.get("resourceNames") and not rule.get("nonResourceURLs"),
+                f"ClusterRole rule with resourceNames/nonResourceURLs: {rule}")
+        for g in rule.get("apiGroups", []):
+            for res in rule.get("resources", []):
+                for v in rule.get("verbs", []):
+                    granted.add((g, res, v))
+    r.check(granted == RBAC, f"ClusterRole grants {sorted(granted)}, want exactly {sorted(RBAC)}")
+    bindings = [o for o in objs if o["kind"] in ("RoleBinding", "ClusterRoleBinding")]
+    r.check(len(bindings) == 1, f"want exactly one binding, got {len(bindings)}")
+    b = get("ClusterRoleBinding", CLUSTER_ROLE)
+    r.check(b.get("roleRef") == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                 "name": CLUSTER_ROLE}, f"binding roleRef {b.get('roleRef')}")
+    r.check(b.get("subjects") == [{"kind": "ServiceAccount", "name": NAME,
+                                   "namespace": NAMESPACE}], f"binding subjects {b.get('subjects')}")
+
+    # Deployment.
+    dep = get("Deployment", NAME)
+    spec = dep.get("spec", {})
+    pod = spec.get("template", {}).get("spec", {})
+    pod_labels = spec.get("template", {}).get("metadata", {}).get("labels", {})
+    r.check(spec.get("selector", {}).get("matchLabels") == SELECTOR,
+            f"Deployment selector {spec.get('selector')}, want the Go webhook's {SELECTOR}")
+    r.check(_subset(SELECTOR, pod_labels), "Pod template lacks the selector labels")
+    r.check(pod_labels.get("app.kubernetes.io/name") != "kuberay",
+            "the webhook's own Pods would match its objectSelector")
+    r.check(pod.get("serviceAccountName") == NAME, f"serviceAccountName {pod.get('serviceAccountName')}")
+    r.check(not pod.get("hostNetwork") and not pod.get("hostPID") and not pod.get("hostIPC"),
+            "host namespaces used")
+    conts = pod.get("containers", [])
+    r.check(len(conts) == 1, f"want one container, got {len(conts)}")
+    c = conts[0] if conts else {}
+    flags = parse_args(c.get("args", []))
+    r.check("__bad__" not in flags, f"args not in --name=value form: {flags.get('__bad__')}")
+    unknown = set(flags) - BINARY_FLAGS - {"__bad__"}
+    r.check(not unknown, f"args the binary does not have: {sorted(unknown)}")
+    r.check(not c.get("command"), "command overrides the image's entrypoint")
+    bind = port_of(flags.get("bind-address", f":{BIND_PORT}"))
+    health = port_of(flags.get("health-address", f":{HEALTH_PORT}"))
+    ports = {p.get("name"): p.get("containerPort") for p in c.get("ports", [])}
+    r.check(ports.get("https") == bind, f"container port https {ports.get('https')} != --bind-address {bind}")
+    r.check(ports.get("health") == health, f"container port health {ports.get('health')} != --health-address {health}")
+    if expect_defaults:
+        r.check(bind == BIND_PORT and health == HEALTH_PORT,
+                f"ports {bind}/{health}, want the binary's defaults {BIND_PORT}/{HEALTH_PORT}")
+
+    def probe_port(p):
+        port = p.get("httpGet", {}).get("port")
+        return ports.get(port) if isinstance(port, str) else port
+
+    for name, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+        p = c.get(name) or {}
+        r.check(p.get("httpGet", {}).get("path") == path, f"{name} path {p.get('httpGet')}, want {path}")
+        r.check(probe_port(p) == health, f"{name} not on the health port {health}")
+        r.check(p.get("httpGet", {}).get("scheme", "HTTP") == "HTTP", f"{name} scheme not HTTP")
+    res = c.get("resources", {})
+    for part in ("requests", "limits"):
+        for what in ("cpu", "memory"):
+            r.check(what in res.get(part, {}), f"resources.{part}.{what} missing")
+
+    # Security context: non-root, read-only root fs, no escalation, drop ALL, seccomp.
+    psc, csc = pod.get("securityContext") or {}, c.get("securityContext") or {}
+    r.check(psc.get("runAsNonRoot") is True or csc.get("runAsNonRoot") is True, "runAsNonRoot not true")
+    for sc in (psc, csc):
+        r.check(sc.get("runAsUser", 1) != 0, "runAsUser 0")
+    r.check(csc.get("readOnlyRootFilesystem") is True, "readOnlyRootFilesystem not true")
+    r.check(csc.get("allowPrivilegeEscalation") is False, "allowPrivilegeEscalation not false")
+    r.check(csc.get("privileged") is not True, "privileged container")
+    r.check("ALL" in (csc.get("capabilities") or {}).get("drop", []), "capabilities do not drop ALL")
+    r.check(not (csc.get("capabilities") or {}).get("add"), "capabilities added")
+    seccomp = (csc.get("seccompProfile") or psc.get("seccompProfile") or {}).get("type")
+    r.check(seccomp == "RuntimeDefault", f"seccompProfile {seccomp}, want RuntimeDefault")
+    r.check(not [v for v in pod.get("volumes", []) if "hostPath" in v], "hostPath volume")
+
+    # Certificates: files at the binary's default paths, from the mounted Secret.
+    r.check(flags.get("tls-cert-file", f"{CERT_DIR}/tls.crt") == f"{CERT_DIR}/tls.crt"
+            and flags.get("tls-private-key-file", f"{CERT_DIR}/tls.key") == f"{CERT_DIR}/tls.key",
+            "certificate files not at the binary's default paths")
+    r.check("server-cert" not in flags and "server-key" not in flags,
+            "certificate passed in args (visible in the Pod spec)")
+    mounts = {m["name"]: m for m in c.get("volumeMounts", [])}
+    vols = {v["name"]: v for v in pod.get("volumes", [])}
+    tls_vol = [n for n, m in mounts.items() if m.get("mountPath") == CERT_DIR]
+    r.check(len(tls_vol) == 1, f"nothing mounted at {CERT_DIR}")
+    if tls_vol:
+        r.check(mounts[tls_vol[0]].get("readOnly") is True, "certificate mount not read-only")
+        r.check(vols.get(tls_vol[0], {}).get("secret", {}).get("secretName") == secret_name,
+                f"certificate volume is not Secret {secret_name}: {vols.get(tls_vol[0])}")
+
+    # Legacy placement state is per process: one replica, never two processes at once.
+    legacy = flags.get("legacy-indexing", "auto")  # the binary's default
+    r.check(legacy in ("on", "off", "auto"), f"--legacy-indexing={legacy}")
+    strategy = spec.get("strategy", {})
+    if legacy != "off":
+        r.check(spec.get("replicas") == 1, f"legacy placement {legacy} with {spec.get('replicas')} replicas")
+        r.check(strategy.get("type") == "Recreate", "legacy placement without the Recreate strategy")
+    else:
+        r.check(strategy.get("type") == "RollingUpdate"
+                and strategy.get("rollingUpdate", {}).get("maxUnavailable") == 0,
+                f"stateless rollout should keep every replica serving: {strategy}")
+        if expect_defaults:
+            r.check(spec.get("replicas") == 2, f"default replicas {spec.get('replicas')}, want 2")
+    pdb = idx.get(("PodDisruptionBudget", NAME))
+    if expect_defaults:
+        r.check(pdb is not None, "missing PodDisruptionBudget")
+    if pdb:
+        r.check(pdb["spec"].get("selector", {}).get("matchLabels") == SELECTOR, "PDB selector")
+        r.check("minAvailable" not in pdb["spec"], "minAvailable blocks draining a single replica")
+
+    # Service: kube-apiserver calls NAME.ray-system.svc:443, which reaches the HTTPS port.
+    svc = get("Service", NAME)
+    r.check(svc.get("spec", {}).get("selector") == SELECTOR, f"Service selector {svc.get('spec', {}).get('selector')}")
+    r.check(_subset(svc.get("spec", {}).get("selector"), pod_labels), "Service selects no webhook Pod")
+    sports = svc.get("spec", {}).get("ports", [])
+    r.check(len(sports) == 1, "Service should expose only the HTTPS port")
+    sp = sports[0] if sports else {}
+    target = sp.get("targetPort")
+    target = ports.get(target) if isinstance(target, str) else target
+    r.check(target == bind, f"Service targets {sp.get('targetPort')}, not the HTTPS port {bind}")
+    svc_port = sp.get("port")
+    if expect_defaults:
+        r.check(svc_port == 443, f"Service port {svc_port}, want 443 (the Go webhook's)")
+
+    # Webhook configurations.
+    def one_hook(kind, name, path):
+        cfg = get(kind, name)
+        hooks = cfg.get("webhooks", [])
+        r.check(len(hooks) == 1, f"{name}: want one webhook, got {len(hooks)}")
+        h = hooks[0] if hooks else {}
+        cc = h.get("clientConfig", {})
+        r.check("url" not in cc, f"{name}: url instead of service")
+        s = cc.get("service", {})
+        r.check(s.get("name") == NAME and s.get("namespace") == NAMESPACE and s.get("path") == path,
+                f"{name}: calls {s}, want {NAME}.{NAMESPACE} {path}")
+        r.check(s.get("port", 443) == svc_port, f"{name}: port {s.get('port')} != Service port {svc_port}")
+        r.check(h.get("admissionReviewVersions") == ["v1"], f"{name}: admissionReviewVersions")
+        r.check(h.get("failurePolicy") in ("Fail", "Ignore"), f"{name}: failurePolicy not explicit")
+        r.check(isinstance(h.get("timeoutSeconds"), int) and 1 <= h["timeoutSeconds"] <= 30,
+                f"{name}: timeoutSeconds {h.get('timeoutSeconds')}")
+        if expect_defaults:
+            r.check(h.get("failurePolicy") == "Fail", f"{name}: default failurePolicy not Fail")
+            r.check(h.get("timeoutSeconds") == 5, f"{name}: default timeoutSeconds not 5")
+        r.check(EXCLUDED_NAMESPACES <= _excludes(h.get("namespaceSelector")),
+                f"{name}: namespaceSelector does not exclude {sorted(EXCLUDED_NAMESPACES)}")
+        ann = cfg.get("metadata", {}).get("annotations") or {}
+        inject = ann.get("cert-manager.io/inject-ca-from")
+        if cert_mode == "certManager":
+            r.check(inject == f"{NAMESPACE}/{CERTIFICATE}", f"{name}: inject-ca-from {inject}")
+            r.check(not cc.get("caBundle"), f"{name}: caBundle set although cert-manager injects it")
+        else:
+            r.check(inject is None, f"{name}: cert-manager annotation in {cert_mode} mode")
+            r.check(bool(cc.get("caBundle")), f"{name}: no caBundle in {cert_mode} mode")
+            if ca_bundle is not None:
+                r.check(cc.get("caBundle") == ca_bundle, f"{name}: caBundle is not the CA in use")
+        return h
+
+    m = one_hook("MutatingWebhookConfiguration", MUTATING, "/mutate")
+    r.check(m.get("name") == f"{NAME}.{NAMESPACE}.svc", f"mutating webhook name {m.get('name')}")
+    r.check(m.get("rules") == [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
+                                "resources": ["pods"], "scope": "Namespaced"}],
+            f"mutating rules {m.get('rules')}")
+    r.check(m.get("objectSelector") == {"matchLabels": {"app.kubernetes.io/name": "kuberay",
+                                                        "ray.io/node-type": "worker"}},
+            f"mutating objectSelector {m.get('objectSelector')}")
+    r.check(m.get("sideEffects") == "NoneOnDryRun", f"mutating sideEffects {m.get('sideEffects')}")
+    r.check(m.get("reinvocationPolicy") in ("Never", "IfNeeded"), "reinvocationPolicy not explicit")
+    if expect_defaults:
+        r.check(m.get("reinvocationPolicy") == "Never", "default reinvocationPolicy not Never")
+    v = one_hook("ValidatingWebhookConfiguration", VALIDATING, "/validate")
+    r.check(v.get("name") == f"raycluster-{NAME}.{NAMESPACE}.svc", f"validating webhook name {v.get('name')}")
+    rules = v.get("rules") or [{}]
+    r.check(len(rules) == 1 and rules[0].get("apiGroups") == ["ray.io"]
+            and rules[0].get("apiVersions") == ["v1"] and rules[0].get("resources") == ["rayclusters"]
+            and sorted(rules[0].get("operations", [])) == ["CREATE", "UPDATE"],
+            f"validating rules {v.get('rules')}")
+    r.check(v.get("sideEffects") in ("None", "NoneOnDryRun"), "validating sideEffects")
+    r.check(not [o for o in objs if o["kind"] in ("MutatingWebhookConfiguration",
+                                                   "ValidatingWebhookConfiguration")
+                 and o["metadata"]["name"] not in (MUTATING, VALIDATING)],
+            "extra webhook configurations")
+
+    # Certificate objects per mode.
+    cm = {("Issuer", ISSUER), ("Certificate", CERTIFICATE)}
+    secrets = [o for o in objs if o["kind"] == "Secret"]
+    if cert_mode == "certManager":
+        r.check(cm <= set(idx), "cert-manager Issuer/Certificate missing")
+        iss = idx.get(("Issuer", ISSUER), {})
+        r.check(iss.get("spec") == {"selfSigned": {}}, f"Issuer spec {iss.get('spec')}")
+        cert = idx.get(("Certificate", CERTIFICATE), {}).get("spec", {})
+        r.check(cert.get("secretName") == SECRET, f"Certificate secretName {cert.get('secretName')}")
+        r.check(f"{NAME}.{NAMESPACE}.svc" in cert.get("dnsNames", []), "Certificate lacks the Service DNS name")
+        r.check(cert.get("issuerRef", {}).get("name") == ISSUER, "Certificate issuerRef")
+        r.check(not secrets, "a Secret is rendered although cert-manager issues it")
+    else:
+        r.check(not (cm & set(idx)) and "Issuer" not in kinds and "Certificate" not in kinds,
+                f"cert-manager objects in {cert_mode} mode")
+        if cert_mode == "selfSigned":
+            s = idx.get(("Secret", SECRET), {})
+            r.check(s.get("type") == "kubernetes.io/tls", "selfSigned: no kubernetes.io/tls Secret")
+            r.check(set(s.get("data", {})) == {"ca.crt", "tls.crt", "tls.key"}, "selfSigned: Secret keys")
+            r.check(s.get("data", {}).get("ca.crt") == ca_bundle or ca_bundle is None,
+                    "selfSigned: caBundle is not the Secret's CA")
+        else:
+            r.check(not secrets, "existingSecret: the chart must not render a Secret")
+    return idx
+
+
+def normalized(obj):
+    """An object without the labels only Helm adds, for comparing the chart with kustomize."""
+    obj = yaml.safe_load(yaml.safe_dump(obj))
+    helm_only = ("helm.sh/chart", "app.kubernetes.io/instance", "app.kubernetes.io/managed-by",
+                 "app.kubernetes.io/version")
+
+    def strip(labels):
+        for k in helm_only:
+            labels.pop(k, None)
+
+    strip(obj["metadata"].get("labels") or {})
+    if obj["kind"] == "Deployment":
+        strip(obj["spec"]["template"]["metadata"].get("labels") or {})
+        for c in obj["spec"]["template"]["spec"]["containers"]:
+            c.pop("image", None)
+    return obj
+
+
+def diff(a, b, path=""):
+    """Human-readable differences between two parsed objects."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = []
+        for k in sorted(set(a) | set(b), key=str):
+            if k not in a:
+                out.append(f"{path}.{k}: only in the second")
+            elif k not in b:
+                out.append(f"{path}.{k}: only in the first")
+            else:
+                out += diff(a[k], b[k], f"{path}.{k}")
+        return out
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [d for i, (x, y) in enumerate(zip(a, b)) for d in diff(x, y, f"{path}[{i}]")]
+    return [] if a == b else [f"{path}: {a!r} != {b!r}"]
+
