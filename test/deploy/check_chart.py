@@ -74,7 +74,7 @@ def expect_legacy(mode):
         if mode == "off":
             r.check(spec["replicas"] == 2, "replicas not kept with legacy placement off")
         else:
-            r.check(spec["replicas"] == 1 and spec["strategy"] == {"type": "Recreate"},
+            r.check(spec["replicas"] == 1 and spec["strategy"] == {"type": "Recreate", "rollingUpdate": None},
                     f"legacy {mode}: replicas {spec['replicas']}, strategy {spec['strategy']}")
     return check
 

@@ -254,7 +254,8 @@ def check_install(objs, r, cert_mode="certManager", expect_defaults=True, namesp
     strategy = spec.get("strategy", {})
     if legacy != "off":
         r.check(spec.get("replicas") == 1, f"legacy placement {legacy} with {spec.get('replicas')} replicas")
-        r.check(strategy.get("type") == "Recreate", "legacy placement without the Recreate strategy")
+        r.check(strategy.get("type") == "Recreate" and not strategy.get("rollingUpdate"),
+                "legacy placement without the Recreate strategy")
     else:
         r.check(strategy.get("type") == "RollingUpdate"
                 and strategy.get("rollingUpdate", {}).get("maxUnavailable") == 0,

@@ -57,6 +57,8 @@ whenever the API is reachable, which in a cluster it is) run exactly one.
 {{/*
 Update strategy: with legacy placement the old Pod stops before the new one starts, so two
 processes never hand out slots at once; otherwise a new Pod is ready before an old one stops.
+rollingUpdate: null removes the server-defaulted rollingUpdate of an existing Deployment (the
+Go webhook's, or ours before legacy placement was turned on), which Recreate forbids.
 */}}
 {{- define "kuberay-tpu-webhook.strategy" -}}
 {{- if eq (include "kuberay-tpu-webhook.legacyIndexing" .) "off" -}}
@@ -66,6 +68,7 @@ rollingUpdate:
   maxUnavailable: 0
 {{- else -}}
 type: Recreate
+rollingUpdate: null
 {{- end -}}
 {{- end }}
 
