@@ -108,7 +108,7 @@ def expect_everything(objs, idx, r):
     r.check(pod["metadata"]["labels"].get("team") == "ml", "podLabels")
     r.check(container(idx)["image"] == "registry.example.com/kuberay-tpu-webhook:v9", "image")
     m = idx[("MutatingWebhookConfiguration", dc.MUTATING)]["webhooks"][0]
-    r.check("ml-batch" in dc._excludes(m["namespaceSelector"]), "extraExcludedNamespaces")
+    r.check("ml-batch" in dc.excluded_namespaces(m["namespaceSelector"]), "extraExcludedNamespaces")
     r.check(m["failurePolicy"] == "Ignore" and m["timeoutSeconds"] == 10, "mutating policy values")
     r.check(m["reinvocationPolicy"] == "IfNeeded", "reinvocationPolicy value")
     r.check(m["clientConfig"]["service"]["port"] == 8443, "service port")
@@ -121,9 +121,9 @@ def expect_everything(objs, idx, r):
     if ms and sm:
         port = ms["spec"]["ports"][0]
         r.check(port["targetPort"] == "health" and port["port"] == 9100, "metrics Service port")
-        r.check(dc._subset(sm["spec"]["selector"]["matchLabels"], ms["metadata"]["labels"]),
+        r.check(dc.subset(sm["spec"]["selector"]["matchLabels"], ms["metadata"]["labels"]),
                 "ServiceMonitor does not select the metrics Service")
-        r.check(not dc._subset(sm["spec"]["selector"]["matchLabels"],
+        r.check(not dc.subset(sm["spec"]["selector"]["matchLabels"],
                                idx[("Service", dc.NAME)]["metadata"]["labels"]),
                 "ServiceMonitor also selects the webhook Service (HTTPS, not metrics)")
         ep = sm["spec"]["endpoints"][0]

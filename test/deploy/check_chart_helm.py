@@ -22,7 +22,6 @@ import yaml
 
 import check_chart as cc
 import deploy_checks as dc
-import gotemplate as gt
 
 SKIP = 77
 

@@ -114,11 +114,11 @@ def port_of(addr):
     return int(addr.rsplit(":", 1)[1])
 
 
-def _subset(small, big):
+def subset(small, big):
     return all(big.get(k) == v for k, v in (small or {}).items())
 
 
-def _excludes(ns_selector):
+def excluded_namespaces(ns_selector):
     """The namespaces a namespaceSelector keeps out via kubernetes.io/metadata.name NotIn."""
     out = set()
     for e in (ns_selector or {}).get("matchExpressions", []):
@@ -182,7 +182,7 @@ def check_install(objs, r, cert_mode="certManager", expect_defaults=True, namesp
     pod_labels = spec.get("template", {}).get("metadata", {}).get("labels", {})
     r.check(spec.get("selector", {}).get("matchLabels") == SELECTOR,
             f"Deployment selector {spec.get('selector')}, want the Go webhook's {SELECTOR}")
-    r.check(_subset(SELECTOR, pod_labels), "Pod template lacks the selector labels")
+    r.check(subset(SELECTOR, pod_labels), "Pod template lacks the selector labels")
     r.check(pod_labels.get("app.kubernetes.io/name") != "kuberay",
             "the webhook's own Pods would match its objectSelector")
     r.check(pod.get("serviceAccountName") == NAME, f"serviceAccountName {pod.get('serviceAccountName')}")
@@ -272,7 +272,7 @@ def check_install(objs, r, cert_mode="certManager", expect_defaults=True, namesp
     # Service: kube-apiserver calls NAME.ray-system.svc:443, which reaches the HTTPS port.
     svc = get("Service", NAME)
     r.check(svc.get("spec", {}).get("selector") == SELECTOR, f"Service selector {svc.get('spec', {}).get('selector')}")
-    r.check(_subset(svc.get("spec", {}).get("selector"), pod_labels), "Service selects no webhook Pod")
+    r.check(subset(svc.get("spec", {}).get("selector"), pod_labels), "Service selects no webhook Pod")
     sports = svc.get("spec", {}).get("ports", [])
     r.check(len(sports) == 1, "Service should expose only the HTTPS port")
     sp = sports[0] if sports else {}
@@ -302,7 +302,7 @@ def check_install(objs, r, cert_mode="certManager", expect_defaults=True, namesp
         if expect_defaults:
             r.check(h.get("failurePolicy") == "Fail", f"{name}: default failurePolicy not Fail")
             r.check(h.get("timeoutSeconds") == 5, f"{name}: default timeoutSeconds not 5")
-        r.check(EXCLUDED_NAMESPACES <= _excludes(h.get("namespaceSelector")),
+        r.check(EXCLUDED_NAMESPACES <= excluded_namespaces(h.get("namespaceSelector")),
                 f"{name}: namespaceSelector does not exclude {sorted(EXCLUDED_NAMESPACES)}")
         ann = cfg.get("metadata", {}).get("annotations") or {}
         inject = ann.get("cert-manager.io/inject-ca-from")

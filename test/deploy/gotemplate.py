@@ -264,7 +264,8 @@ def parse(source, name):
         pieces.append(("action", m, source.count("\n", 0, m.start()) + 1))
         pos = m.end()
     pieces.append(("text", source[pos:], source.count("\n", 0, pos) + 1))
-    if "{{" in re.sub(ACTION, "", source) or "}}" in re.sub(ACTION, "", source):
+    bare = ACTION.sub("", source)
+    if "{{" in bare or "}}" in bare:
         raise TemplateError(f"{name}: unbalanced {{{{ or }}}}")
     # Trim markers.
     for i, (kind, val, line) in enumerate(pieces):
@@ -340,7 +341,7 @@ def parse(source, name):
             if len(stack) == 1:
                 raise TemplateError(f"{where}: end without a block")
             stack.pop()
-        elif word in ("template", "block", "break", "continue", "tpl"):
+        elif word in ("template", "block", "break", "continue"):
             raise TemplateError(f"{where}: action {word!r} is not supported by this checker")
         else:
             cur().append(Node("output", line, pipe=parse_expr(body, where), where=where))
@@ -716,5 +717,3 @@ def branch_points(nodes):
             yield from branch_points(n.body)
             if n.else_body:
                 yield from branch_points(n.else_body)
-        elif n.kind == "define":
-            yield from branch_points(n.body)
