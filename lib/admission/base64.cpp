@@ -17,6 +17,21 @@ std::optional<std::string> base64_decode(std::string_view text) {
   if (text.size() % 4 != 0) {
     return std::nullopt;
   }
+  // Only the alphabet, with at most two '=' at the very end.
+  std::size_t padding = 0;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    bool alpha = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                 c == '+' || c == '/';
+    if (c == '=') {
+      ++padding;
+    } else if (!alpha || padding > 0) {
+      return std::nullopt;
+    }
+  }
+  if (padding > 2) {
+    return std::nullopt;
+  }
   std::string out(3 * (text.size() / 4), '\0');
   int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
                           reinterpret_cast<const unsigned char*>(text.data()),
@@ -25,11 +40,7 @@ std::optional<std::string> base64_decode(std::string_view text) {
     return std::nullopt;
   }
   // EVP_DecodeBlock counts padding bytes as output; drop one per '='.
-  std::size_t size = static_cast<std::size_t>(n);
-  for (std::size_t i = text.size(); i > 0 && text[i - 1] == '='; --i) {
-    --size;
-  }
-  out.resize(size);
+  out.resize(static_cast<std::size_t>(n) - padding);
   return out;
 }
 

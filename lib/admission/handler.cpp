@@ -17,13 +17,18 @@ using podpatch::Placement;
 using podpatch::PlacementPath;
 using podpatch::PodView;
 
-// How denial messages name a Pod: its generateName (KubeRay's Pods have no name yet) and
-// namespace.
+// How denial messages name a Pod: its name, else generateName (KubeRay's Pods have no name
+// yet), and namespace; read from the raw object when the Pod could not be viewed.
 std::string pod_id(const Request& req, const PodView* view) {
-  std::string name = view != nullptr ? view->display_name() : req.name;
-  std::string ns = view != nullptr && !view->namespace_name().empty()
-                       ? std::string(view->namespace_name())
-                       : req.ns;
+  const json* md = podpatch::member(req.object, "metadata");
+  std::string name = view != nullptr ? view->display_name() : "";
+  if (name.empty()) {
+    auto n = podpatch::string_member(md, "name");
+    auto g = podpatch::string_member(md, "generateName");
+    name = n && !n->empty() ? std::string(*n) : g && !g->empty() ? std::string(*g) : req.name;
+  }
+  std::string ns = req.ns.empty() ? std::string(podpatch::string_member(md, "namespace").value_or(""))
+                                  : req.ns;
   return "Pod " + webhook::quote(name.empty() ? "(no name)" : name) +
          (ns.empty() ? "" : " in namespace " + webhook::quote(ns)) + ": ";
 }
@@ -296,7 +301,19 @@ Response Handler::validate(const Request& req) const {
                                             ": request.object must be a RayCluster object"),
                   "malformed_object");
   }
-  podpatch::ClusterVerdict verdict = podpatch::validate_raycluster(req.object, nodes_);
+  // An UPDATE that leaves the spec as it was (labels, annotations, finalizers) or touches a
+  // RayCluster being deleted is not blocked: denying it could keep a cluster admitted before
+  // this webhook from ever being cleaned up.
+  if (req.operation == "UPDATE") {
+    const json* deleting = podpatch::member(req.object, "metadata", "deletionTimestamp");
+    const json* spec = podpatch::member(req.object, "spec");
+    const json* old_spec = podpatch::member(req.old_object, "spec");
+    if ((deleting != nullptr && !deleting->is_null()) ||
+        (spec != nullptr && old_spec != nullptr && *spec == *old_spec)) {
+      return allowed(req.uid);
+    }
+  }
+  podpatch::ClusterVerdict verdict = podpatch::validate_raycluster(req.object, nodes_, req.ns);
   Response out = verdict.denial ? denied(req.uid, *verdict.denial, verdict.reason)
                                 : allowed(req.uid);
   out.warnings = std::move(verdict.warnings);

@@ -105,6 +105,9 @@ Decoded decode(std::string_view body) {
   if (auto obj = request.find("object"); obj != request.end()) {
     r.object = std::move(*obj);  // the one copy of the object is moved, not copied
   }
+  if (auto old = request.find("oldObject"); old != request.end()) {
+    r.old_object = std::move(*old);
+  }
   Decoded d;
   d.uid = r.uid;
   d.request = std::move(r);

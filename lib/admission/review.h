@@ -33,7 +33,8 @@ struct Request {
   bool dry_run = false;
   std::string ns;
   std::string name;
-  json object;  // request.object (null for DELETE)
+  json object;      // request.object (null for DELETE)
+  json old_object;  // request.oldObject (UPDATE and DELETE), else null
 };
 
 struct Decoded {

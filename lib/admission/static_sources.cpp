@@ -35,6 +35,18 @@ webhook::Result<podpatch::Slot> StaticPodSource::place(const podpatch::GroupKey&
   return slot;
 }
 
+webhook::Result<podpatch::Slot> DisabledPodSource::place(const podpatch::GroupKey& key, int hosts,
+                                                         bool /*dry_run*/) {
+  return webhook::Error{
+      webhook::ErrorCode::kFailedPrecondition,
+      "the Pod has no KubeRay index labels (ray.io/worker-group-replica-index" +
+          std::string(hosts > 1 ? ", ray.io/replica-host-index" : "") +
+          ") and this webhook runs without legacy placement, so it cannot tell which host of "
+          "worker group \"" + key.group +
+          "\" it is; enable KubeRay's RayMultiHostIndexing feature gate (KubeRay >= 1.5) or run "
+          "the webhook with --legacy-indexing=on"};
+}
+
 bool StaticNodeSource::add(const json& node) {
   if (string_member(&node, "kind") != std::string_view("Node")) {
     return false;

@@ -34,6 +34,14 @@ class StaticPodSource : public podpatch::PodSource {
   int admitted_ = 0;
 };
 
+// The PodSource of a webhook running without legacy placement (--legacy-indexing=off): every
+// Pod without KubeRay's index labels is denied with a message saying how to fix it.
+class DisabledPodSource : public podpatch::PodSource {
+ public:
+  webhook::Result<podpatch::Slot> place(const podpatch::GroupKey& key, int hosts,
+                                        bool dry_run) override;
+};
+
 class StaticNodeSource : public podpatch::NodeSource {
  public:
   // With listable=false, nodes_matching answers "cannot list" as a webhook without API access.

@@ -374,9 +374,7 @@ class Runner {
       return verdict.allowed ? kExitAdmitted : kExitDenied;
     }
     if (!verdict.allowed) {
-      (out == "table" ? io_.out : io_.err)
-          << item.where << ": RayCluster " << ns << "/" << name << " denied: " << verdict.message
-          << "\n";
+      (out == "table" ? io_.out : io_.err) << item.where << ": denied: " << verdict.message << "\n";
       return kExitDenied;
     }
     ExpandOptions eo;

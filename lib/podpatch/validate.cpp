@@ -130,8 +130,11 @@ std::optional<GroupDenial> check_group(const json& group, std::size_t index, con
   std::string fix = "set numOfHosts: " + std::to_string(slice->hosts()) + " (topology " +
                     std::string(topo->value) + " has " + std::to_string(slice->chips()) +
                     " chips at " + std::to_string(chips_per_host) + " chips per host)";
-  if (num == nullptr || num->is_null() || (num->is_number_integer() && num->get<long long>() == 0)) {
+  if (num == nullptr || num->is_null()) {
     return deny("missing_num_of_hosts", where + "numOfHosts is not set; " + fix);
+  }
+  if (num->is_number_integer() && num->get<long long>() == 0) {
+    return deny("missing_num_of_hosts", where + "numOfHosts is 0; " + fix);
   }
   if (!num->is_number_integer() || num->get<long long>() < 0) {
     return deny("invalid_num_of_hosts",
@@ -163,11 +166,12 @@ std::optional<GroupDenial> check_group(const json& group, std::size_t index, con
 
 }  // namespace
 
-ClusterVerdict validate_raycluster(const json& cluster, NodeSource& nodes) {
+ClusterVerdict validate_raycluster(const json& cluster, NodeSource& nodes,
+                                  std::string_view request_ns) {
   ClusterVerdict verdict;
   const json* metadata = member(cluster, "metadata");
   std::string name(string_member(metadata, "name").value_or(""));
-  std::string ns(string_member(metadata, "namespace").value_or(""));
+  std::string ns(string_member(metadata, "namespace").value_or(request_ns));
   std::string id = "RayCluster " + (ns.empty() ? "" : ns + "/") + name + ": ";
   const json* groups = member(cluster, "spec", "workerGroupSpecs");
   if (groups == nullptr || groups->is_null()) {

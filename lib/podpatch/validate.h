@@ -25,7 +25,9 @@ struct ClusterVerdict {
 // Validates a RayCluster object (the admission request's object). Groups without TPU containers
 // pass; a group without containers, a TPU group without numOfHosts, with a missing or invalid
 // topology, or whose topology needs another number of hosts is denied (V1, V2). Subsliced groups
-// are checked against the parent topology and the Nodes `nodes` lists (V3).
-ClusterVerdict validate_raycluster(const json& cluster, NodeSource& nodes);
+// are checked against the parent topology and the Nodes `nodes` lists (V3). Messages name the
+// RayCluster as <namespace>/<name>; `request_ns` is used when the object names no namespace.
+ClusterVerdict validate_raycluster(const json& cluster, NodeSource& nodes,
+                                   std::string_view request_ns = "");
 
 }  // namespace podpatch
