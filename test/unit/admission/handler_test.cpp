@@ -1,0 +1,182 @@
+// The Handler's decisions beyond the fixture goldens: scope (M1, V1), legacy placement across a
+// sequence of admissions (M3.3), dry-run (DESIGN "State"), --explain, and validation wiring.
+#include <catch2/catch.hpp>
+
+#include <set>
+
+#include "admission/handler.h"
+#include "support/test_support.h"
+
+using testing::json;
+
+namespace {
+
+json worker(const std::string& file = "v6e-16-multihost-worker-no-indexing.json") {
+  return testing::read_json(testing::fixture_path("pods/" + file));
+}
+
+}  // namespace
+
+TEST_CASE("M1: only CREATE of v1 Pods is mutated", "[admission][handler]") {
+  testing::Harness h;
+  SECTION("other operations pass without a patch") {
+    for (const char* op : {"UPDATE", "DELETE", "CONNECT"}) {
+      admission::Request r = testing::pod_request(worker("v6e-16-multihost-worker-indexed.json"));
+      r.operation = op;
+      admission::Response out = h.handler.mutate(r);
+      CAPTURE(op);
+      CHECK(out.allowed);
+      CHECK(out.patch.is_null());
+    }
+  }
+  SECTION("another kind is denied with code 400 naming it") {
+    admission::Request r = testing::pod_request(json::object());
+    r.kind = "Deployment";
+    r.group = "apps";
+    admission::Response out = h.handler.mutate(r);
+    CHECK_FALSE(out.allowed);
+    CHECK(out.code == 400);
+    CHECK_THAT(out.message, Catch::Contains("apps/Deployment"));
+    CHECK(out.reason == "wrong_kind");
+  }
+}
+
+TEST_CASE("M3.3: a burst of label-less Pods fills slices host by host, replica by replica",
+          "[admission][handler][legacy]") {
+  testing::Harness h;
+  std::vector<podpatch::Slot> got;
+  for (int i = 0; i < 9; ++i) {
+    admission::Response out = h.handler.mutate(testing::pod_request(worker(), "uid-" + std::to_string(i)));
+    REQUIRE(out.allowed);
+    REQUIRE(out.placement);
+    CHECK(out.placement->path == podpatch::PlacementPath::kLegacy);
+    got.push_back(out.placement->slot);
+    CHECK_THAT(out.warnings.back(), Catch::Contains("RayMultiHostIndexing"));
+  }
+  std::vector<podpatch::Slot> want = {{0, 0}, {0, 1}, {0, 2}, {0, 3}, {1, 0},
+                                      {1, 1}, {1, 2}, {1, 3}, {2, 0}};
+  CHECK(got == want);
+}
+
+TEST_CASE("M3.3: dry-run requests are placed but reserve nothing", "[admission][handler][legacy]") {
+  testing::Harness h;
+  for (int i = 0; i < 3; ++i) {
+    admission::Response out = h.handler.mutate(testing::pod_request(worker(), "dry", /*dry_run=*/true));
+    REQUIRE(out.placement);
+    CHECK(out.placement->slot == podpatch::Slot{0, 0});
+  }
+  admission::Response real = h.handler.mutate(testing::pod_request(worker(), "real"));
+  CHECK(real.placement->slot == podpatch::Slot{0, 0});
+  admission::Response next = h.handler.mutate(testing::pod_request(worker(), "next"));
+  CHECK(next.placement->slot == podpatch::Slot{0, 1});
+}
+
+TEST_CASE("M3.3: without legacy placement a label-less Pod is denied saying how to fix it",
+          "[admission][handler][legacy]") {
+  admission::DisabledPodSource pods;
+  admission::StaticNodeSource nodes(false);
+  admission::StaticServiceSource services;
+  admission::Handler handler({}, pods, nodes, services);
+  admission::Response out = handler.mutate(testing::pod_request(worker()));
+  CHECK_FALSE(out.allowed);
+  CHECK(out.code == 400);
+  CHECK_THAT(out.message, Catch::Contains("RayMultiHostIndexing") && Catch::Contains("--legacy-indexing=on"));
+  // Pods with KubeRay's labels are unaffected.
+  admission::Response labelled =
+      handler.mutate(testing::pod_request(worker("v6e-16-multihost-worker-indexed.json")));
+  CHECK(labelled.allowed);
+  CHECK(labelled.placement->path == podpatch::PlacementPath::kLabels);
+}
+
+TEST_CASE("M3.1: placement from KubeRay's labels consults no state", "[admission][handler]") {
+  testing::Harness h;
+  for (int i = 0; i < 3; ++i) {
+    admission::Response out =
+        h.handler.mutate(testing::pod_request(worker("v6e-16-multihost-worker-indexed.json")));
+    CHECK(out.placement->slot == podpatch::Slot{0, 0});
+    CHECK(out.placement->path == podpatch::PlacementPath::kLabels);
+  }
+  // The legacy source saw nothing: the first label-less Pod still gets host 0.
+  CHECK(h.handler.mutate(testing::pod_request(worker())).placement->slot == podpatch::Slot{0, 0});
+}
+
+TEST_CASE("explain: the derivation walks topology, chips, hosts, placement, names and addresses",
+          "[admission][handler]") {
+  testing::Harness h;
+  std::vector<std::string> lines;
+  admission::Response out = h.handler.mutate(
+      testing::pod_request(worker("v6e-16-multihost-worker-indexed.json")), &lines);
+  REQUIRE(out.allowed);
+  std::string all;
+  for (const std::string& l : lines) {
+    all += l + "\n";
+  }
+  CHECK_THAT(all, Catch::Contains("topology: 4x4 (nodeSelector cloud.google.com/gke-tpu-topology)"));
+  CHECK_THAT(all, Catch::Contains("chips: 4 x 4 x 1 = 16"));
+  CHECK_THAT(all, Catch::Contains("hosts: max(16 / 4, 1) = 4 (multi-host)"));
+  CHECK_THAT(all, Catch::Contains("placement: replica 0, host 0"));
+  CHECK_THAT(all, Catch::Contains("headless Service: raycluster-tpu-v6e-multihost-headless"));
+  CHECK_THAT(all, Catch::Contains("TPU_WORKER_ID=0"));
+  // Without the out-parameter nothing is collected and the answer is the same.
+  admission::Response quiet =
+      h.handler.mutate(testing::pod_request(worker("v6e-16-multihost-worker-indexed.json")));
+  CHECK(quiet.patch == out.patch);
+}
+
+TEST_CASE("V1: validation scope", "[admission][handler][validate]") {
+  testing::Harness h;
+  SECTION("a Pod sent to /validate is denied naming the kind") {
+    admission::Request r = testing::cluster_request(json::object());
+    r.kind = "Pod";
+    r.group = "";
+    admission::Response out = h.handler.validate(r);
+    CHECK_FALSE(out.allowed);
+    CHECK(out.code == 400);
+    CHECK_THAT(out.message, Catch::Contains("\"Pod\""));
+  }
+  SECTION("DELETE passes") {
+    admission::Response out = h.handler.validate(testing::cluster_request(nullptr, "DELETE"));
+    CHECK(out.allowed);
+  }
+  json invalid = {{"apiVersion", "ray.io/v1"},
+                {"kind", "RayCluster"},
+                {"metadata", {{"name", "c"}}},
+                {"spec",
+                 {{"workerGroupSpecs",
+                   json::array({{{"groupName", "g"},
+                                 {"numOfHosts", 2},
+                                 {"template",
+                                  {{"spec",
+                                    {{"nodeSelector",
+                                      {{"cloud.google.com/gke-tpu-accelerator", "tpu-v6e-slice"},
+                                       {"cloud.google.com/gke-tpu-topology", "4x4"}}},
+                                     {"containers",
+                                      json::array({{{"name", "w"},
+                                                    {"resources",
+                                                     {{"limits", {{"google.com/tpu", "4"}}}}}}})}}}}}}})}}}};
+  SECTION("UPDATE is validated too (better than upstream)") {
+    admission::Response out = h.handler.validate(testing::cluster_request(invalid, "UPDATE"));
+    CHECK_FALSE(out.allowed);
+    CHECK_THAT(out.message, Catch::StartsWith("Number of workers in worker group not equal to specified topology"));
+    CHECK(out.reason == "hosts_mismatch");
+    CHECK(out.uid == "uid-cluster");
+  }
+  SECTION("an UPDATE that keeps the spec, or of a RayCluster being deleted, is not blocked") {
+    admission::Request r = testing::cluster_request(invalid, "UPDATE");
+    r.old_object = invalid;
+    r.object["metadata"]["finalizers"] = json::array();
+    CHECK(h.handler.validate(r).allowed);
+    admission::Request d = testing::cluster_request(invalid, "UPDATE");
+    d.object["metadata"]["deletionTimestamp"] = "2026-11-30T00:00:00Z";
+    CHECK(h.handler.validate(d).allowed);
+    admission::Request changed = testing::cluster_request(invalid, "UPDATE");
+    changed.old_object = invalid;
+    changed.old_object["spec"]["workerGroupSpecs"][0]["numOfHosts"] = 3;
+    CHECK_FALSE(h.handler.validate(changed).allowed);
+  }
+  SECTION("a non-object RayCluster is denied") {
+    admission::Response out = h.handler.validate(testing::cluster_request("text"));
+    CHECK_FALSE(out.allowed);
+    CHECK(out.reason == "malformed_object");
+  }
+}

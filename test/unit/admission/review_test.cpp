@@ -1,0 +1,123 @@
+// SPEC Envelope: AdmissionReview v1 decode/encode.
+#include <catch2/catch.hpp>
+
+#include "admission/base64.h"
+#include "admission/review.h"
+#include "support/test_support.h"
+
+using testing::json;
+
+namespace {
+
+json review_with(json request) {
+  return {{"apiVersion", "admission.k8s.io/v1"}, {"kind", "AdmissionReview"},
+          {"request", std::move(request)}};
+}
+
+json minimal_request() {
+  return {{"uid", "u-1"},
+          {"kind", {{"group", ""}, {"version", "v1"}, {"kind", "Pod"}}},
+          {"operation", "CREATE"},
+          {"namespace", "team-a"},
+          {"dryRun", true},
+          {"object", {{"kind", "Pod"}, {"metadata", {{"generateName", "w-"}}}}}};
+}
+
+}  // namespace
+
+TEST_CASE("decode reads uid, kind, operation, dryRun, namespace and moves the object",
+          "[admission][envelope]") {
+  admission::Decoded d = admission::decode(review_with(minimal_request()).dump());
+  REQUIRE(d.request);
+  CHECK(d.uid == "u-1");
+  CHECK(d.request->uid == "u-1");
+  CHECK(d.request->kind == "Pod");
+  CHECK(d.request->group.empty());
+  CHECK(d.request->version == "v1");
+  CHECK(d.request->operation == "CREATE");
+  CHECK(d.request->dry_run);
+  CHECK(d.request->ns == "team-a");
+  CHECK(d.request->object["metadata"]["generateName"] == "w-");
+}
+
+TEST_CASE("decode refuses malformed bodies with a precise message (Envelope)", "[admission][envelope]") {
+  json no_uid = minimal_request();
+  no_uid.erase("uid");
+  json no_kind = minimal_request();
+  no_kind.erase("kind");
+  json no_op = minimal_request();
+  no_op.erase("operation");
+  std::string deep(500, '[');
+  auto [name, body, uid, message] = GENERATE_COPY(table<std::string, std::string, std::string, std::string>({
+      {"empty body", "", "", "empty request body"},
+      {"not JSON", "{\"apiVersion\": ", "", "not valid JSON"},
+      {"JSON array", "[1,2]", "", "not an AdmissionReview object"},
+      {"v1beta1", json({{"apiVersion", "admission.k8s.io/v1beta1"}, {"kind", "AdmissionReview"},
+                        {"request", minimal_request()}}).dump(),
+       "u-1", "admissionReviewVersions: [v1]"},
+      {"wrong kind", json({{"apiVersion", "admission.k8s.io/v1"}, {"kind", "Pod"}}).dump(), "",
+       "expected apiVersion admission.k8s.io/v1, kind AdmissionReview"},
+      {"no request", json({{"apiVersion", "admission.k8s.io/v1"}, {"kind", "AdmissionReview"}}).dump(),
+       "", "has no request"},
+      {"request not an object", review_with("x").dump(), "", "has no request"},
+      {"no uid", review_with(no_uid).dump(), "", "has no uid"},
+      {"no kind", review_with(no_kind).dump(), "u-1", "needs kind"},
+      {"no operation", review_with(no_op).dump(), "u-1", "and operation"},
+      {"nesting bomb", deep, "", "deeper than 100"},
+  }));
+  CAPTURE(name);
+  admission::Decoded d = admission::decode(body);
+  CHECK_FALSE(d.request);
+  CHECK(d.uid == uid);  // the uid is kept whenever it can be read
+  CHECK_THAT(d.error.message, Catch::Contains(message));
+}
+
+TEST_CASE("check_json_depth counts brackets outside strings only", "[admission][bounds]") {
+  CHECK(admission::check_json_depth("[[[]]]", 3).ok());
+  CHECK_FALSE(admission::check_json_depth("[[[[]]]]", 3).ok());
+  CHECK(admission::check_json_depth(R"({"a":"[[[[[[[[\"[[["})", 1).ok());
+  CHECK(admission::check_json_depth(R"(["\\", [1]])", 2).ok());
+  CHECK(admission::check_json_depth(R"(["\\", [[1]]])", 2).error().code ==
+        webhook::ErrorCode::kResourceExhausted);
+}
+
+TEST_CASE("encode echoes the uid and sets patchType only with a non-empty patch (Envelope, M6)",
+          "[admission][envelope]") {
+  SECTION("allowed without patch: no patchType, no patch, no status") {
+    json out = json::parse(admission::encode(admission::allowed("u-2")));
+    CHECK(out["apiVersion"] == "admission.k8s.io/v1");
+    CHECK(out["kind"] == "AdmissionReview");
+    CHECK(out["response"] == json({{"uid", "u-2"}, {"allowed", true}}));
+  }
+  SECTION("an empty patch is no patch") {
+    json out = json::parse(admission::encode(admission::patched("u-3", json::array())));
+    CHECK_FALSE(out["response"].contains("patchType"));
+    CHECK_FALSE(out["response"].contains("patch"));
+  }
+  SECTION("patched: base64 of the JSON Patch, patchType JSONPatch") {
+    json patch = json::array({{{"op", "add"}, {"path", "/spec/hostname"}, {"value", "g-0-1"}}});
+    json out = json::parse(admission::encode(admission::patched("u-4", patch)));
+    CHECK(out["response"]["uid"] == "u-4");
+    CHECK(out["response"]["patchType"] == "JSONPatch");
+    std::optional<std::string> raw =
+        admission::base64_decode(out["response"]["patch"].get<std::string>());
+    REQUIRE(raw);
+    CHECK(json::parse(*raw) == patch);
+  }
+  SECTION("denied: status with code and message, warnings kept") {
+    admission::Response r = admission::denied(
+        "u-5", webhook::Error{webhook::ErrorCode::kAlreadyExists, "two Pods on one slot"}, "slot_conflict");
+    r.warnings = {"w1"};
+    json out = json::parse(admission::encode(r))["response"];
+    CHECK(out["uid"] == "u-5");
+    CHECK(out["allowed"] == false);
+    CHECK(out["status"] == json({{"code", 409}, {"message", "two Pods on one slot"}}));
+    CHECK(out["warnings"] == json::array({"w1"}));
+  }
+}
+
+TEST_CASE("dump_json never throws on invalid UTF-8", "[admission][envelope]") {
+  json v = std::string("bad \xff\xfe utf8");
+  CHECK_NOTHROW(admission::dump_json(v));
+  CHECK_THAT(admission::dump_json(v), Catch::Contains("bad"));
+}
