@@ -1,0 +1,131 @@
+// kuberay-tpu-webhook: flags -> config -> server. Everything it calls lives in lib/, where the
+// tests link it; this file only wires them and owns the process: signals, the default logger,
+// exit codes (0 clean shutdown, 1 startup failure or forced exit, 2 bad command line).
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "admission/handler.h"
+#include "admission/static_sources.h"
+#include "server/flags.h"
+#include "server/log.h"
+#include "server/server.h"
+
+namespace {
+
+constexpr int kExitStartup = 1;
+constexpr int kExitUsage = 2;
+
+// Waits for SIGTERM/SIGINT on its own thread: the first begins a graceful shutdown (SIGTERM keeps
+// the port open for the drain delay, SIGINT does not), a second one exits at once.
+class SignalWatcher {
+ public:
+  SignalWatcher(server::WebhookServer& srv, const server::Log& log,
+                std::chrono::milliseconds drain)
+      : thread_([this, &srv, &log, drain] { run(srv, log, drain); }) {}
+  ~SignalWatcher() {
+    done_ = true;
+    thread_.join();
+  }
+  SignalWatcher(const SignalWatcher&) = delete;
+  SignalWatcher& operator=(const SignalWatcher&) = delete;
+
+ private:
+  void run(server::WebhookServer& srv, const server::Log& log, std::chrono::milliseconds drain) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    int received = 0;
+    while (!done_) {
+      timespec tick{0, 200'000'000};
+      int sig = sigtimedwait(&set, nullptr, &tick);
+      if (sig < 0) {
+        continue;
+      }
+      if (++received > 1) {
+        log.error("second signal: exiting without waiting", {{"signal", strsignal(sig)}});
+        log.flush();
+        std::_Exit(kExitStartup);
+      }
+      log.info("signal received", {{"signal", strsignal(sig)}});
+      srv.shutdown(sig == SIGTERM ? drain : std::chrono::milliseconds(0));
+    }
+  }
+
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Signals are taken by SignalWatcher only: block them before any thread starts.
+  sigset_t blocked;
+  sigemptyset(&blocked);
+  sigaddset(&blocked, SIGTERM);
+  sigaddset(&blocked, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &blocked, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  webhook::Result<server::Flags> flags =
+      server::parse_flags(std::vector<std::string>(argv + 1, argv + argc));
+  if (!flags) {
+    std::cerr << "kuberay-tpu-webhook: " << flags.error().message << "\n";
+    return kExitUsage;
+  }
+  if (flags->help) {
+    std::cout << server::usage();
+    return 0;
+  }
+  if (flags->version) {
+    std::cout << server::version_text() << "\n";
+    return 0;
+  }
+  if (flags->legacy_indexing == server::LegacyIndexing::kOn) {
+    std::cerr << "kuberay-tpu-webhook: --legacy-indexing=on needs Kubernetes API access to list "
+                 "and watch Pods, which this build does not have yet; use "
+                 "--legacy-indexing=off (KubeRay >= 1.5 with RayMultiHostIndexing needs none)\n";
+    return kExitUsage;
+  }
+
+  std::shared_ptr<spdlog::logger> logger = server::make_stderr_logger(flags->log_format);
+  spdlog::set_default_logger(logger);
+  server::Log log(logger, flags->log_format, flags->verbosity);
+  log.info("starting", {{"version", server::version_text()},
+                        {"kuberay_version", flags->handler.kuberay.text()},
+                        {"legacy_indexing", "off"}});
+
+  // Without API access: Pods lacking KubeRay's index labels are denied with a message saying how
+  // to fix it, Nodes cannot be listed and headless Service names follow --kuberay-version.
+  admission::DisabledPodSource pods;
+  admission::StaticNodeSource nodes(/*listable=*/false);
+  admission::StaticServiceSource services;
+  admission::Handler handler(flags->handler, pods, nodes, services);
+
+  webhook::Result<std::unique_ptr<server::WebhookServer>> srv =
+      server::WebhookServer::start(server::server_config(*flags), handler, log, {});
+  if (!srv) {
+    log.error("cannot start", {{"error", srv.error().message}});
+    log.flush();
+    return kExitStartup;
+  }
+  bool drained = false;
+  {
+    SignalWatcher signals(**srv, log, server::drain_delay(flags->shutdown_timeout));
+    drained = (*srv)->wait();
+  }
+  log.flush();
+  if (!drained) {
+    std::_Exit(kExitStartup);  // requests still run on server threads: do not unwind them
+  }
+  return 0;
+}

@@ -1,0 +1,70 @@
+#pragma once
+// POST /mutate and POST /validate as HTTP: the envelope checks of SPEC "Envelope", the Handler,
+// metrics and the one log line per admission. No sockets here, so tests drive it directly.
+//
+//   server::AdmissionService service(handler, metrics, log, 7 << 20);
+//   server::HttpReply reply = service.serve({.method = "POST", .path = "/mutate",
+//                                            .content_type = "application/json", .body = body});
+//   // reply.status == 200, reply.body is the AdmissionReview answer
+//
+// Checks, in order: path (404), method (405, Allow: POST), body size (413), a body cut short
+// (400), Content-Type application/json (415), then admission::decode (400, or 413 for nesting).
+// Each failure is an AdmissionReview denial carrying that code when a request.uid can be read
+// from the body (HTTP 200, as kube-apiserver expects), else an HTTP error whose body is one line
+// of JSON (a metav1 Status). GET / answers "kuberay-tpu-webhook" (the Go webhook's probe path).
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "admission/handler.h"
+#include "server/log.h"
+#include "server/metrics.h"
+
+namespace server {
+
+struct HttpRequestView {
+  std::string_view method;
+  std::string_view path;
+  std::string_view content_type;
+  // The body as read: whole, or its first bytes when too_large or incomplete.
+  std::string_view body;
+  bool too_large = false;   // longer than max_body_bytes (declared or read)
+  bool incomplete = false;  // the client stopped sending before the end
+};
+
+struct HttpReply {
+  int status = 200;
+  std::string body;
+  std::string content_type = "application/json";
+  bool allow_post_header = false;  // "Allow: POST" (405)
+  bool close = false;              // the body was not read whole: close after responding
+};
+
+class AdmissionService {
+ public:
+  AdmissionService(const admission::Handler& handler, Metrics& metrics, const Log& log,
+                   std::size_t max_body_bytes)
+      : handler_(handler), metrics_(metrics), log_(log), max_body_bytes_(max_body_bytes) {}
+
+  HttpReply serve(const HttpRequestView& request) const;
+  std::size_t max_body_bytes() const { return max_body_bytes_; }
+
+ private:
+  const admission::Handler& handler_;
+  Metrics& metrics_;
+  const Log& log_;
+  std::size_t max_body_bytes_;
+};
+
+// request.uid of an AdmissionReview read from the start of `text` without parsing the rest:
+// works on a body cut short or too large to parse. "" when none can be read.
+std::string sniff_uid(std::string_view text);
+
+// Whether a Content-Type names application/json (parameters such as charset allowed).
+bool is_json_content_type(std::string_view content_type);
+
+// One line of JSON: a metav1 Status with `code` and `message`, for errors without a uid.
+std::string status_json(int code, std::string_view message);
+
+}  // namespace server

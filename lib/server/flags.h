@@ -1,0 +1,77 @@
+#pragma once
+// The command line of kuberay-tpu-webhook. Go-style flags (`--name=value`, `--name value`, one or
+// two dashes), keeping the Go webhook's names so the binary is a drop-in.
+//
+//   webhook::Result<server::Flags> flags = server::parse_flags({"--bind-address=:9443", "--v=2"});
+//   if (!flags) { std::cerr << "kuberay-tpu-webhook: " << flags.error().message << "\n"; return 2; }
+//   if (flags->help) { std::cout << server::usage(); return 0; }
+//
+// Every bad flag or value is one InvalidArgument whose message is one line naming the flag, the
+// value and what is expected.
+
+#include <chrono>
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "admission/handler.h"
+#include "base/result.h"
+
+namespace server {
+
+enum class LegacyIndexing { kAuto, kOn, kOff };
+enum class LogFormat { kText, kJson };
+
+// A listen address such as ":9443", "127.0.0.1:0" or "[::1]:8081". An empty host means every
+// interface; port 0 asks the kernel for a free port.
+struct ListenAddress {
+  std::string host;
+  int port = 0;
+
+  // "host:port" as given (IPv6 hosts in brackets).
+  std::string text() const;
+};
+
+struct Flags {
+  ListenAddress bind_address{"", 9443};
+  ListenAddress health_address{"", 8081};
+  std::string tls_cert_file = "/etc/kuberay-tpu-webhook/tls/tls.crt";
+  std::string tls_key_file = "/etc/kuberay-tpu-webhook/tls/tls.key";
+  // PEM text decoded from --server-cert / --server-key (base64); when set, the files are not read.
+  std::string server_cert_pem;
+  std::string server_key_pem;
+  std::string kube_config_path;
+  LegacyIndexing legacy_indexing = LegacyIndexing::kAuto;
+  std::chrono::milliseconds reservation_ttl{30'000};
+  admission::Config handler;  // --kuberay-version and the port bases
+  std::size_t max_body_bytes = 7 * 1024 * 1024;
+  std::chrono::milliseconds read_timeout{10'000};
+  std::chrono::milliseconds shutdown_timeout{15'000};
+  int threads = 64;
+  LogFormat log_format = LogFormat::kText;
+  int verbosity = 0;
+  bool help = false;
+  bool version = false;
+};
+
+// Parses argv without the program name. --help and --version stop parsing and set their field.
+// InvalidArgument (one line) for an unknown flag, a missing or malformed value, a value out of
+// range, a positional argument, --server-cert without --server-key (or the reverse), or the
+// base64 flags together with --tls-cert-file/--tls-private-key-file.
+webhook::Result<Flags> parse_flags(const std::vector<std::string>& args);
+
+// Parses a Go duration such as "15s", "1m30s", "250ms" or "1.5h" (units ns, us, µs, ms, s, m,
+// h; "0" needs none). InvalidArgument for a missing unit, an unknown unit, a sign or overflow.
+webhook::Result<std::chrono::nanoseconds> parse_duration(std::string_view text);
+
+// Parses ":9443", "host:9443", "[::1]:9443". InvalidArgument for a missing or bad port.
+webhook::Result<ListenAddress> parse_listen_address(std::string_view text);
+
+// The --help text.
+std::string usage();
+
+// The version printed by --version, e.g. "kuberay-tpu-webhook 0.1.0".
+std::string version_text();
+
+}  // namespace server

@@ -1,0 +1,209 @@
+#include "server/log.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include <spdlog/pattern_formatter.h>
+#include <spdlog/sinks/base_sink.h>
+
+namespace server {
+namespace {
+
+constexpr std::size_t kFlushBytes = 64 * 1024;
+constexpr auto kFlushInterval = std::chrono::milliseconds(200);
+
+void append_json_string(std::string& out, std::string_view s) {
+  out.push_back('"');
+  for (char ch : s) {
+    auto c = static_cast<unsigned char>(ch);
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (c < 0x20 || c == 0x7f) {
+          static constexpr char kHex[] = "0123456789abcdef";
+          out += "\\u00";
+          out.push_back(kHex[c >> 4]);
+          out.push_back(kHex[c & 0xf]);
+        } else {
+          out.push_back(static_cast<char>(c));
+        }
+    }
+  }
+  out.push_back('"');
+}
+
+bool needs_quotes(std::string_view s) {
+  if (s.empty()) {
+    return true;
+  }
+  for (char ch : s) {
+    auto c = static_cast<unsigned char>(ch);
+    if (c <= ' ' || c == '"' || c == '=' || c == '\\' || c == 0x7f) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void append_text_value(std::string& out, std::string_view s) {
+  if (needs_quotes(s)) {
+    append_json_string(out, s);  // logfmt quoting: the same escapes as a JSON string
+  } else {
+    out.append(s);
+  }
+}
+
+// Buffers formatted lines and writes them to a file descriptor in batches: when 64 KiB are
+// pending, on flush() (warnings and errors flush at once), and every 200 ms from its own thread.
+// The request path therefore formats and appends under a short lock, and never makes a syscall
+// for a log line.
+class BufferedFdSink final : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  explicit BufferedFdSink(int fd) : fd_(fd), flusher_([this] { run(); }) {}
+  ~BufferedFdSink() override {
+    {
+      std::lock_guard<std::mutex> lock(stop_mu_);
+      stop_ = true;
+    }
+    stop_cv_.notify_one();
+    flusher_.join();
+    flush();
+  }
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    spdlog::memory_buf_t formatted;
+    formatter_->format(msg, formatted);
+    pending_.append(formatted.data(), formatted.size());
+    if (pending_.size() >= kFlushBytes) {
+      flush_();
+    }
+  }
+
+  void flush_() override {
+    std::size_t off = 0;
+    while (off < pending_.size()) {
+      ssize_t n = ::write(fd_, pending_.data() + off, pending_.size() - off);
+      if (n < 0 && errno == EINTR) {
+        continue;
+      }
+      if (n <= 0) {
+        break;  // nowhere to write: drop rather than block the server
+      }
+      off += static_cast<std::size_t>(n);
+    }
+    pending_.clear();
+  }
+
+ private:
+  void run() {
+    std::unique_lock<std::mutex> lock(stop_mu_);
+    while (!stop_cv_.wait_for(lock, kFlushInterval, [this] { return stop_; })) {
+      flush();
+    }
+  }
+
+  int fd_;
+  std::string pending_;
+  std::mutex stop_mu_;
+  std::condition_variable stop_cv_;
+  bool stop_ = false;
+  std::thread flusher_;
+};
+
+}  // namespace
+
+Log::Log(std::shared_ptr<spdlog::logger> logger, LogFormat format, int verbosity)
+    : logger_(std::move(logger)), format_(format), verbosity_(verbosity) {}
+
+std::string Log::render(std::string_view msg, std::initializer_list<LogField> fields) const {
+  std::string out;
+  out.reserve(256);
+  bool json = format_ == LogFormat::kJson;
+  if (json) {
+    out += "\"msg\":";
+    append_json_string(out, msg);
+  } else {
+    out.append(msg);
+  }
+  for (const LogField& f : fields) {
+    if (json) {
+      out.push_back(',');
+      append_json_string(out, f.key);
+      out.push_back(':');
+    } else {
+      out.push_back(' ');
+      out.append(f.key);
+      out.push_back('=');
+    }
+    if (const auto* s = std::get_if<std::string_view>(&f.value)) {
+      json ? append_json_string(out, *s) : append_text_value(out, *s);
+    } else if (const auto* n = std::get_if<std::int64_t>(&f.value)) {
+      out += std::to_string(*n);
+    } else {
+      out += std::get<bool>(f.value) ? "true" : "false";
+    }
+  }
+  return out;
+}
+
+void Log::write(spdlog::level::level_enum level, std::string_view msg,
+                std::initializer_list<LogField> fields) const {
+  if (!logger_->should_log(level)) {
+    return;
+  }
+  std::string body = render(msg, fields);
+  logger_->log(level, spdlog::string_view_t(body.data(), body.size()));
+}
+
+void Log::info(std::string_view msg, std::initializer_list<LogField> fields) const {
+  write(spdlog::level::info, msg, fields);
+}
+void Log::warn(std::string_view msg, std::initializer_list<LogField> fields) const {
+  write(spdlog::level::warn, msg, fields);
+}
+void Log::error(std::string_view msg, std::initializer_list<LogField> fields) const {
+  write(spdlog::level::err, msg, fields);
+}
+void Log::debug(int v, std::string_view msg, std::initializer_list<LogField> fields) const {
+  if (enabled(v)) {
+    write(spdlog::level::info, msg, fields);
+  }
+}
+void Log::flush() const { logger_->flush(); }
+
+std::string log_pattern(LogFormat format) {
+  return format == LogFormat::kJson ? R"({"time":"%Y-%m-%dT%H:%M:%S.%fZ","level":"%l",%v})"
+                                    : "%Y-%m-%dT%H:%M:%S.%fZ %L %v";
+}
+
+std::shared_ptr<spdlog::logger> make_stderr_logger(LogFormat format) {
+  auto sink = std::make_shared<BufferedFdSink>(STDERR_FILENO);
+  sink->set_formatter(
+      std::make_unique<spdlog::pattern_formatter>(log_pattern(format), spdlog::pattern_time_type::utc));
+  auto logger = std::make_shared<spdlog::logger>("kuberay-tpu-webhook", std::move(sink));
+  logger->set_level(spdlog::level::info);
+  logger->flush_on(spdlog::level::warn);
+  return logger;
+}
+
+}  // namespace server

@@ -1,0 +1,77 @@
+#pragma once
+// Structured log lines for the server, written through the spdlog logger main creates (lib/ has
+// no logger of its own and never uses spdlog's default logger: main hands one `Log` to everything
+// that logs, and tests hand it a logger that writes to a string).
+//
+//   auto logger = server::make_stderr_logger(server::LogFormat::kJson);
+//   server::Log log(logger, server::LogFormat::kJson, /*verbosity=*/0);
+//   log.info("admission", {{"uid", uid}, {"latency_us", 143}});
+//   // {"time":"2025-05-20T10:00:00.123456Z","level":"info","msg":"admission","uid":"...","latency_us":143}
+//   // text: 2025-05-20T10:00:00.123456Z I admission uid=... latency_us=143
+//
+// Values are escaped (JSON strings, or logfmt quoting for text), so a hostile uid cannot forge a
+// line. Certificate material is never passed in. Thread-safe; the sink make_stderr_logger builds
+// buffers lines and writes them in batches off the request path (errors are written at once).
+
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include <spdlog/logger.h>
+
+#include "server/flags.h"
+
+namespace server {
+
+struct LogField {
+  LogField(std::string_view k, std::string_view v) : key(k), value(v) {}
+  LogField(std::string_view k, const char* v) : key(k), value(std::string_view(v)) {}
+  LogField(std::string_view k, const std::string& v) : key(k), value(std::string_view(v)) {}
+  LogField(std::string_view k, std::int64_t v) : key(k), value(v) {}
+  LogField(std::string_view k, int v) : key(k), value(std::int64_t{v}) {}
+  LogField(std::string_view k, std::uint64_t v) : key(k), value(static_cast<std::int64_t>(v)) {}
+  LogField(std::string_view k, bool v) : key(k), value(v) {}
+
+  std::string_view key;
+  std::variant<std::string_view, std::int64_t, bool> value;
+};
+
+class Log {
+ public:
+  // `verbosity` is --v: debug(v, ...) lines with v above it are dropped.
+  Log(std::shared_ptr<spdlog::logger> logger, LogFormat format, int verbosity);
+
+  bool enabled(int v) const { return v <= verbosity_; }
+  void info(std::string_view msg, std::initializer_list<LogField> fields = {}) const;
+  void warn(std::string_view msg, std::initializer_list<LogField> fields = {}) const;
+  void error(std::string_view msg, std::initializer_list<LogField> fields = {}) const;
+  // Logged at info level when v <= --v.
+  void debug(int v, std::string_view msg, std::initializer_list<LogField> fields = {}) const;
+  // Writes buffered lines out.
+  void flush() const;
+
+  // The line body (without time and level) for `msg` and `fields` in this log's format: text
+  // `msg k=v k="v w"`, or JSON members `"msg":"...","k":"v"`. Exposed for tests.
+  std::string render(std::string_view msg, std::initializer_list<LogField> fields) const;
+
+ private:
+  void write(spdlog::level::level_enum level, std::string_view msg,
+             std::initializer_list<LogField> fields) const;
+
+  std::shared_ptr<spdlog::logger> logger_;
+  LogFormat format_;
+  int verbosity_;
+};
+
+// A logger named "kuberay-tpu-webhook" writing `format` lines (UTC times) to standard error
+// through a buffered sink: lines are batched and written at least every 200 ms, warnings and
+// errors at once. Its pattern is the one `Log` expects.
+std::shared_ptr<spdlog::logger> make_stderr_logger(LogFormat format);
+
+// The spdlog pattern for `format` (time, level, then the rendered body).
+std::string log_pattern(LogFormat format);
+
+}  // namespace server

@@ -1,0 +1,127 @@
+#pragma once
+// The webhook process's two listeners: HTTPS admission (POST /mutate, POST /validate) and plain
+// HTTP health (/healthz, /readyz, /metrics), with certificate reload and graceful shutdown.
+//
+//   auto server = server::WebhookServer::start(config, handler, log, {});
+//   if (!server) { log.error(server.error().message); return 1; }
+//   ...                                          // on SIGTERM, from another thread:
+//   (*server)->shutdown(server::drain_delay(config.shutdown_timeout));
+//   bool drained = (*server)->wait();            // false: in-flight work outlived the timeout
+//
+// Readiness (/readyz): a certificate is loaded, every ReadinessCheck passes (e.g. "the first Pod
+// list has synced" once the API sources exist), and shutdown has not begun. Liveness (/healthz)
+// is always 200 while the process serves.
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "admission/handler.h"
+#include "base/result.h"
+#include "server/admission_service.h"
+#include "server/flags.h"
+#include "server/http_server.h"
+#include "server/log.h"
+#include "server/metrics.h"
+#include "server/tls.h"
+
+namespace server {
+
+struct ServerConfig {
+  ListenAddress https_address{"", 9443};
+  ListenAddress health_address{"", 8081};
+  // The serving identity: PEM texts when given (no reload), else these files (watched).
+  std::string cert_pem;
+  std::string key_pem;
+  std::string cert_file;
+  std::string key_file;
+  std::chrono::milliseconds cert_poll_interval{2'000};
+  std::size_t max_body_bytes = 7 << 20;
+  std::chrono::milliseconds read_timeout{10'000};
+  std::chrono::milliseconds idle_timeout{60'000};
+  std::chrono::milliseconds shutdown_timeout{15'000};
+  int threads = 64;
+};
+
+// The server part of the command line.
+ServerConfig server_config(const Flags& flags);
+
+// A named readiness condition, e.g. {"pods-synced", [&] { return registry.synced(); }}.
+struct ReadinessCheck {
+  std::string name;
+  std::function<bool()> ready;
+};
+
+// How long SIGTERM keeps the HTTPS port accepting after /readyz turned 503, so Service
+// endpoints drop the Pod before it stops listening: a third of the shutdown timeout, at most 5s.
+std::chrono::milliseconds drain_delay(std::chrono::milliseconds shutdown_timeout);
+
+class WebhookServer {
+ public:
+  // Loads the certificate, binds both ports and starts serving. InvalidArgument for a
+  // certificate or key that does not load (naming the file and the reason), Unavailable for a
+  // port that cannot be bound. `handler` and `log` must outlive the server.
+  static webhook::Result<std::unique_ptr<WebhookServer>> start(
+      const ServerConfig& config, const admission::Handler& handler, const Log& log,
+      std::vector<ReadinessCheck> checks);
+
+  ~WebhookServer();  // an immediate shutdown, then joins (unless wait() returned false)
+  WebhookServer(const WebhookServer&) = delete;
+  WebhookServer& operator=(const WebhookServer&) = delete;
+
+  int https_port() const { return https_port_; }
+  int health_port() const { return health_port_; }
+  Metrics& metrics() { return metrics_; }
+
+  // Why /readyz fails, "" when ready.
+  std::string not_ready_reason() const;
+
+  // Begins a graceful shutdown: /readyz answers 503 at once; after `drain` the HTTPS port stops
+  // accepting, idle connections close and requests in progress finish. Thread-safe; only the
+  // first call counts.
+  void shutdown(std::chrono::milliseconds drain);
+
+  // Blocks until shutdown() was called and every HTTPS connection closed, then stops the health
+  // port. False when shutdown_timeout (counted from shutdown()) passed first: the caller should
+  // then exit the process without destroying the server.
+  bool wait();
+
+ private:
+  WebhookServer(const ServerConfig& config, const admission::Handler& handler, const Log& log,
+                std::vector<ReadinessCheck> checks);
+  webhook::Status init();
+  void install_routes();
+  void on_reload(bool ok, const std::string& detail, const std::shared_ptr<const Identity>& id);
+
+  ServerConfig config_;
+  const Log& log_;
+  std::vector<ReadinessCheck> checks_;
+  Metrics metrics_;
+  AdmissionService service_;
+  std::unique_ptr<IdentityStore> identities_;
+  SslCtxPtr ssl_ctx_;
+  std::unique_ptr<CertificateWatcher> watcher_;
+  std::unique_ptr<HttpServer> https_;
+  std::unique_ptr<HttpServer> health_;
+  int https_port_ = 0;
+  int health_port_ = 0;
+  std::thread https_thread_;
+  std::thread health_thread_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool shutdown_requested_ = false;
+  bool https_done_ = false;
+  bool abandoned_ = false;
+  std::chrono::milliseconds drain_{0};
+  std::chrono::steady_clock::time_point shutdown_started_;
+  std::atomic<bool> shutting_down_{false};
+};
+
+}  // namespace server
