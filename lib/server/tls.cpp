@@ -215,7 +215,7 @@ CertificateWatcher::CertificateWatcher(IdentityStore& store, std::string cert_fi
       on_reload_(std::move(on_reload)),
       // The states start unknown, so the first poll compares contents with what is served: a
       // change between the initial load and this constructor is not missed.
-      thread_([this] { run(); }) {}
+      thread_(interval.count() > 0 ? std::thread([this] { run(); }) : std::thread()) {}
 
 CertificateWatcher::~CertificateWatcher() {
   {
@@ -223,7 +223,9 @@ CertificateWatcher::~CertificateWatcher() {
     stop_ = true;
   }
   cv_.notify_one();
-  thread_.join();
+  if (thread_.joinable()) {
+    thread_.join();
+  }
 }
 
 CertificateWatcher::FileState CertificateWatcher::stat_file(const std::string& path) {
@@ -242,6 +244,7 @@ CertificateWatcher::FileState CertificateWatcher::stat_file(const std::string& p
 }
 
 bool CertificateWatcher::poll_once() {
+  std::lock_guard<std::mutex> lock(poll_mu_);
   FileState cert = stat_file(cert_file_);
   FileState key = stat_file(key_file_);
   if (cert == cert_state_ && key == key_state_) {

@@ -99,7 +99,8 @@ class CertificateWatcher {
   using Callback = std::function<void(bool ok, const std::string& detail,
                                       const std::shared_ptr<const Identity>& identity)>;
 
-  // Starts polling every `interval`. `on_reload` runs on the watcher's thread.
+  // Starts polling every `interval` (0: no thread, the owner calls poll_once). `on_reload` runs
+  // on the polling thread.
   CertificateWatcher(IdentityStore& store, std::string cert_file, std::string key_file,
                      std::chrono::milliseconds interval, Callback on_reload);
   ~CertificateWatcher();  // stops and joins the thread
@@ -107,6 +108,7 @@ class CertificateWatcher {
   CertificateWatcher& operator=(const CertificateWatcher&) = delete;
 
   // One poll, as the thread does it; returns true when a new identity was published.
+  // Thread-safe (tests call it next to the thread).
   bool poll_once();
 
  private:
@@ -124,6 +126,7 @@ class CertificateWatcher {
   std::string key_file_;
   std::chrono::milliseconds interval_;
   Callback on_reload_;
+  std::mutex poll_mu_;
   FileState cert_state_;
   FileState key_state_;
   std::mutex mu_;

@@ -1,0 +1,221 @@
+// lib/server/admission_service: SPEC Envelope and issue 3 item 4 without sockets. Every failure
+// is an AdmissionReview denial with the request's uid when one can be read (HTTP 200), else an
+// HTTP error with a one-line JSON Status; the log line and metrics follow each answer.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/pattern_formatter.h>
+#include <spdlog/sinks/ostream_sink.h>
+
+#include "admission/static_sources.h"
+#include "server/admission_service.h"
+
+namespace {
+
+using json = nlohmann::json;
+
+json read_fixture(const std::string& relative) {
+  std::ifstream f(std::string(FIXTURE_DIR) + "/" + relative);
+  REQUIRE(f.good());
+  return json::parse(f);
+}
+
+struct Fixture {
+  Fixture() {
+    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(logged);
+    sink->set_formatter(std::make_unique<spdlog::pattern_formatter>(
+        server::log_pattern(server::LogFormat::kJson), spdlog::pattern_time_type::utc));
+    log = std::make_unique<server::Log>(std::make_shared<spdlog::logger>("t", sink),
+                                        server::LogFormat::kJson, 0);
+    service = std::make_unique<server::AdmissionService>(handler, metrics, *log, 64 * 1024);
+  }
+  server::HttpReply post(std::string_view path, std::string_view body,
+                         std::string_view content_type = "application/json") {
+    return service->serve({"POST", path, content_type, body, false, false});
+  }
+  json last_log() {
+    std::string text = logged.str();
+    text.pop_back();
+    return json::parse(text.substr(text.rfind('\n') + 1));
+  }
+
+  admission::DisabledPodSource pods;
+  admission::StaticNodeSource nodes{false};
+  admission::StaticServiceSource services;
+  admission::Handler handler{{}, pods, nodes, services};
+  server::Metrics metrics;
+  std::ostringstream logged;
+  std::unique_ptr<server::Log> log;
+  std::unique_ptr<server::AdmissionService> service;
+};
+
+json review_of(const server::HttpReply& reply) {
+  REQUIRE(reply.status == 200);
+  json r = json::parse(reply.body);
+  REQUIRE(r["kind"] == "AdmissionReview");
+  REQUIRE(r["apiVersion"] == "admission.k8s.io/v1");
+  return r["response"];
+}
+
+// An HTTP error: one line of JSON, a metav1 Status with the code.
+void check_status(const server::HttpReply& reply, int code, const std::string& message_part) {
+  CAPTURE(reply.body);
+  CHECK(reply.status == code);
+  CHECK(reply.body.find('\n') == std::string::npos);
+  json s = json::parse(reply.body);
+  CHECK(s["kind"] == "Status");
+  CHECK(s["code"] == code);
+  CHECK_THAT(s["message"].get<std::string>(), Catch::Contains(message_part));
+}
+
+const std::string kUidPrefix =
+    R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"uid-7",)";
+
+}  // namespace
+
+TEST_CASE("a worker Pod is patched through POST /mutate, uid echoed (SPEC Envelope, M6)",
+          "[service]") {
+  Fixture f;
+  json review = read_fixture("admission/v5e-4x4-host2.json");
+  server::HttpReply reply = f.post("/mutate", review.dump());
+  json r = review_of(reply);
+  CHECK(r["uid"] == review["request"]["uid"]);
+  CHECK(r["allowed"] == true);
+  CHECK(r["patchType"] == "JSONPatch");
+  CHECK_FALSE(reply.close);
+  json line = f.last_log();
+  CHECK(line["msg"] == "admission");
+  CHECK(line["uid"] == review["request"]["uid"]);
+  CHECK(line["outcome"] == "patched");
+  CHECK(line["kind"] == "Pod");
+  CHECK(line["operation"] == "CREATE");
+  CHECK(line["replica"] == 0);
+  CHECK(line["host"] == 2);
+  CHECK(line["generateName"].get<std::string>().ends_with("-worker-"));
+  CHECK(line.contains("latency_us"));
+  std::string metrics = f.metrics.render();
+  CHECK_THAT(metrics, Catch::Contains(R"(requests_total{webhook="mutate",code="200"} 1)"));
+  CHECK_THAT(metrics, Catch::Contains(R"(placements_total{path="labels"} 1)"));
+}
+
+TEST_CASE("a Pod without KubeRay's index labels is denied while legacy placement is off",
+          "[service]") {
+  Fixture f;
+  json review = read_fixture("admission/legacy-empty-cluster.json");
+  json r = review_of(f.post("/mutate", review.dump()));
+  CHECK(r["allowed"] == false);
+  CHECK(r["status"]["code"] == 400);
+  CHECK_THAT(r["status"]["message"].get<std::string>(),
+             Catch::Contains("without legacy placement"));
+  CHECK(f.last_log()["reason"] == "placement_unavailable");
+}
+
+TEST_CASE("a Pod review sent to /validate is denied as the wrong kind", "[service]") {
+  Fixture f;
+  json r = review_of(f.post("/validate", read_fixture("admission/v5e-4x4-host2.json").dump()));
+  CHECK(r["allowed"] == false);
+  CHECK(r["status"]["code"] == 400);
+  CHECK_THAT(f.metrics.render(),
+             Catch::Contains(R"(denials_total{webhook="validate",reason="wrong_kind"} 1)"));
+}
+
+TEST_CASE("envelope failures with a readable uid are AdmissionReview denials (issue 3 item 4)",
+          "[service]") {
+  Fixture f;
+  std::string good = read_fixture("admission/v5e-4x4-host2.json").dump();
+  std::string uid = read_fixture("admission/v5e-4x4-host2.json")["request"]["uid"];
+  struct Case {
+    std::string name;
+    server::HttpRequestView request;
+    int code;
+    std::string message;
+    bool close;
+  };
+  std::string deep = kUidPrefix + R"("object":)" + std::string(150, '[') + std::string(150, ']') + "}}";
+  std::string truncated = kUidPrefix + R"("kind":{"group":"","vers)";
+  std::vector<Case> cases = {
+      {"wrong method", {"PUT", "/mutate", "application/json", good}, 405, "method PUT", false},
+      {"too large", {"POST", "/mutate", "application/json", truncated, true, false}, 413,
+       "larger than 65536 bytes", true},
+      {"cut short", {"POST", "/mutate", "application/json", truncated, false, true}, 400,
+       "ended before", true},
+      {"wrong content type", {"POST", "/mutate", "text/plain", good}, 415,
+       "Content-Type is \"text/plain\"", false},
+      {"missing content type", {"POST", "/validate", "", good}, 415, "Content-Type is missing",
+       false},
+      {"malformed JSON", {"POST", "/mutate", "application/json", truncated}, 400, "not valid JSON",
+       false},
+      {"nesting too deep", {"POST", "/mutate", "application/json", deep}, 413, "nesting", false},
+      {"not a v1 review",
+       {"POST", "/mutate", "application/json",
+        R"({"apiVersion":"admission.k8s.io/v1beta1","kind":"AdmissionReview","request":{"uid":"uid-7"}})"},
+       400, "admission.k8s.io/v1", false},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.name);
+    server::HttpReply reply = f.service->serve(c.request);
+    json r = review_of(reply);
+    std::string expected_uid = c.request.body == good ? uid : "uid-7";
+    CHECK(r["uid"] == expected_uid);
+    CHECK(r["allowed"] == false);
+    CHECK(r["status"]["code"] == c.code);
+    CHECK_THAT(r["status"]["message"].get<std::string>(), Catch::Contains(c.message));
+    CHECK(reply.close == c.close);
+    CHECK(f.last_log()["outcome"] == "rejected");
+  }
+}
+
+TEST_CASE("envelope failures without a uid are HTTP errors with one line of JSON", "[service]") {
+  Fixture f;
+  check_status(f.service->serve({"GET", "/mutate", "", ""}), 405, "method GET");
+  CHECK(f.service->serve({"GET", "/mutate", "", ""}).allow_post_header);
+  check_status(f.service->serve({"POST", "/mutate", "application/json", "xxxx", true, false}), 413,
+               "larger than");
+  check_status(f.post("/mutate", "not json", "text/plain"), 415, "expected application/json");
+  check_status(f.post("/mutate", ""), 400, "empty request body");
+  check_status(f.post("/mutate", "{\"a\":"), 400, "not valid JSON");
+  check_status(f.post("/mutate", "[1,2]"), 400, "not an AdmissionReview");
+  check_status(f.post("/validate", R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"})"),
+               400, "no request");
+  check_status(f.post("/mutate/", "{}"), 404, "POST /mutate");
+  check_status(f.post("/metrics", "{}"), 404, "no such path");
+  std::string metrics = f.metrics.render();
+  CHECK_THAT(metrics, Catch::Contains(R"(requests_total{webhook="mutate",code="405"} 2)"));
+  CHECK_THAT(metrics, Catch::Contains(R"(requests_total{webhook="other",code="404"} 2)"));
+  CHECK_THAT(metrics, Catch::Contains(R"(denials_total{webhook="mutate",reason="malformed_request"})"));
+}
+
+TEST_CASE("GET / answers as the Go webhook's probes expect", "[service]") {
+  Fixture f;
+  server::HttpReply reply = f.service->serve({"GET", "/", "", ""});
+  CHECK(reply.status == 200);
+  CHECK(reply.body == "kuberay-tpu-webhook");
+}
+
+TEST_CASE("application/json is recognised with parameters and in any case", "[service]") {
+  CHECK(server::is_json_content_type("application/json"));
+  CHECK(server::is_json_content_type("application/json; charset=utf-8"));
+  CHECK(server::is_json_content_type("Application/JSON"));
+  CHECK_FALSE(server::is_json_content_type("application/jsonx"));
+  CHECK_FALSE(server::is_json_content_type("application/yaml"));
+  CHECK_FALSE(server::is_json_content_type(""));
+}
+
+TEST_CASE("the uid is read from the start of a review, however it ends", "[service]") {
+  auto [text, uid] = GENERATE(table<std::string, std::string>({
+      {R"({"request":{"uid":"a"}})", "a"},
+      {R"({"kind":"AdmissionReview","request":{"kind":{"uid":"no"},"uid":"b","object":{)", "b"},
+      {R"({"request":{"object":{"uid":"no"}},"x":{"request":{"uid":"no"}}})", ""},
+      {R"({"uid":"top-level","request":{}})", ""},
+      {R"([{"request":{"uid":"in-array"}}])", ""},
+      {R"({"request":{"uid":"cut)", ""},
+      {R"({"request":{"uid":7}})", ""},
+      {"", ""},
+      {"garbage", ""},
+  }));
+  CAPTURE(text);
+  CHECK(server::sniff_uid(text) == uid);
+}

@@ -1,0 +1,163 @@
+// lib/server/flags: every flag of issue 3 item 1, its default, and every bad flag or value as one
+// InvalidArgument line (the binary exits 2 with it).
+#include <catch2/catch.hpp>
+
+#include "admission/base64.h"
+#include "server/flags.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+
+server::Flags parse_ok(std::vector<std::string> args) {
+  webhook::Result<server::Flags> f = server::parse_flags(args);
+  if (!f) {
+    FAIL("unexpected error: " << f.error().message);
+  }
+  return *f;
+}
+
+std::string parse_error(std::vector<std::string> args) {
+  webhook::Result<server::Flags> f = server::parse_flags(args);
+  REQUIRE_FALSE(f.has_value());
+  CHECK(f.error().code == webhook::ErrorCode::kInvalidArgument);
+  CHECK(f.error().message.find('\n') == std::string::npos);
+  return f.error().message;
+}
+
+}  // namespace
+
+TEST_CASE("defaults match issue 3 item 1 and the Go webhook's paths", "[flags]") {
+  server::Flags f = parse_ok({});
+  CHECK(f.bind_address.text() == ":9443");
+  CHECK(f.health_address.text() == ":8081");
+  CHECK(f.tls_cert_file == "/etc/kuberay-tpu-webhook/tls/tls.crt");
+  CHECK(f.tls_key_file == "/etc/kuberay-tpu-webhook/tls/tls.key");
+  CHECK(f.legacy_indexing == server::LegacyIndexing::kAuto);
+  CHECK(f.max_body_bytes == 7u * 1024 * 1024);
+  CHECK(f.read_timeout == 10s);
+  CHECK(f.shutdown_timeout == 15s);
+  CHECK(f.reservation_ttl == 30s);
+  CHECK(f.log_format == server::LogFormat::kText);
+  CHECK(f.verbosity == 0);
+  CHECK(f.handler.ports.tpu_process_base == 8471);
+  CHECK(f.handler.ports.megascale_base == 8081);
+  CHECK(f.handler.ports.device_plugin == 2112);
+  CHECK(f.handler.kuberay.text() == "1.6");
+}
+
+TEST_CASE("every flag is read in Go's forms", "[flags]") {
+  server::Flags f = parse_ok({"--bind-address=127.0.0.1:0", "-health-address", "[::1]:9000",
+                              "--tls-cert-file=/c", "--tls-private-key-file", "/k",
+                              "--kube-config-path=/kc", "--legacy-indexing=off",
+                              "--reservation-ttl=1m30s", "--kuberay-version=1.3",
+                              "--tpu-process-port-base=9471", "--megascale-port-base=9081",
+                              "--device-plugin-port=3112", "--max-body-bytes=1048576",
+                              "--read-timeout=250ms", "--shutdown-timeout=2m", "--threads=4",
+                              "--log-format=json", "-v=4"});
+  CHECK(f.bind_address.host == "127.0.0.1");
+  CHECK(f.bind_address.port == 0);
+  CHECK(f.health_address.host == "::1");
+  CHECK(f.health_address.text() == "[::1]:9000");
+  CHECK(f.tls_cert_file == "/c");
+  CHECK(f.tls_key_file == "/k");
+  CHECK(f.kube_config_path == "/kc");
+  CHECK(f.legacy_indexing == server::LegacyIndexing::kOff);
+  CHECK(f.reservation_ttl == 90s);
+  CHECK(f.handler.kuberay.legacy_headless_service());
+  CHECK(f.handler.ports.tpu_process_base == 9471);
+  CHECK(f.handler.ports.megascale_base == 9081);
+  CHECK(f.handler.ports.device_plugin == 3112);
+  CHECK(f.max_body_bytes == 1048576u);
+  CHECK(f.read_timeout == 250ms);
+  CHECK(f.shutdown_timeout == 2min);
+  CHECK(f.threads == 4);
+  CHECK(f.log_format == server::LogFormat::kJson);
+  CHECK(f.verbosity == 4);
+}
+
+TEST_CASE("--help and --version stop parsing", "[flags]") {
+  CHECK(parse_ok({"--help"}).help);
+  CHECK(parse_ok({"-h"}).help);
+  CHECK(parse_ok({"-help", "--bogus"}).help);
+  CHECK(parse_ok({"--version"}).version);
+  CHECK(server::usage().find("--bind-address") != std::string::npos);
+  CHECK(server::version_text().starts_with("kuberay-tpu-webhook "));
+}
+
+TEST_CASE("--server-cert and --server-key carry base64 PEM", "[flags]") {
+  std::string cert = admission::base64_encode("-----BEGIN CERTIFICATE-----\nx\n");
+  std::string key = admission::base64_encode("-----BEGIN PRIVATE KEY-----\ny\n");
+  server::Flags f = parse_ok({"--server-cert=" + cert, "--server-key=" + key});
+  CHECK(f.server_cert_pem.starts_with("-----BEGIN CERTIFICATE-----"));
+  CHECK(f.server_key_pem.starts_with("-----BEGIN PRIVATE KEY-----"));
+}
+
+TEST_CASE("bad flags and values are one line naming the flag", "[flags]") {
+  std::string cert = admission::base64_encode("-----BEGIN CERTIFICATE-----\nx\n");
+  std::string key = admission::base64_encode("-----BEGIN PRIVATE KEY-----\ny\n");
+  auto [args, expected] = GENERATE_COPY(table<std::vector<std::string>, std::string>({
+      {{"--bogus=1"}, "unknown flag --bogus"},
+      {{"positional"}, "unexpected argument \"positional\""},
+      {{"--bind-address"}, "--bind-address needs a value"},
+      {{"--bind-address=9443"}, "--bind-address=9443: expected host:port"},
+      {{"--bind-address=:99999"}, "port must be a number from 0 to 65535"},
+      {{"--bind-address=::1:9443"}, "IPv6 host needs brackets"},
+      {{"--health-address=:x"}, "--health-address=:x"},
+      {{"--legacy-indexing=maybe"}, "expected auto, on or off"},
+      {{"--reservation-ttl=10"}, "missing unit"},
+      {{"--reservation-ttl=0s"}, "must be more than 0"},
+      {{"--read-timeout=-1s"}, "no sign"},
+      {{"--read-timeout=5parsecs"}, "unknown unit"},
+      {{"--read-timeout=1h"}, "at most 600s"},
+      {{"--shutdown-timeout=abc"}, "--shutdown-timeout=abc"},
+      {{"--kuberay-version=one"}, "--kuberay-version=one"},
+      {{"--tpu-process-port-base=0"}, "port number from 1 to 65535"},
+      {{"--megascale-port-base=70000"}, "port number from 1 to 65535"},
+      {{"--device-plugin-port=-1"}, "port number from 1 to 65535"},
+      {{"--max-body-bytes=10"}, "from 4096 to"},
+      {{"--max-body-bytes=7MiB"}, "whole number"},
+      {{"--threads=0"}, "from 1 to 4096"},
+      {{"--log-format=xml"}, "expected text or json"},
+      {{"--v=5"}, "from 0 to 4"},
+      {{"--help=maybe"}, "expected true or false"},
+      {{"--server-cert=!!!"}, "--server-cert: expected base64 of a PEM file"},
+      {{"--server-cert=" + cert}, "go together"},
+      {{"--server-key=" + key}, "go together"},
+      {{"--server-cert=" + cert, "--server-key=" + key, "--tls-cert-file=/c"}, "use one pair"},
+      {{"--tls-cert-file="}, "must not be empty"},
+  }));
+  CAPTURE(args);
+  std::string message = parse_error(args);
+  CHECK_THAT(message, Catch::Contains(expected));
+}
+
+TEST_CASE("a private key is never echoed in an error", "[flags]") {
+  std::string message = parse_error({"--server-key=c2VjcmV0LWtleS1ieXRlcw"});  // not PEM
+  CHECK(message.find("c2VjcmV0") == std::string::npos);
+}
+
+TEST_CASE("Go durations", "[flags]") {
+  auto [text, ns] = GENERATE(table<std::string, std::int64_t>({
+      {"0", 0},
+      {"15s", 15'000'000'000},
+      {"1m30s", 90'000'000'000},
+      {"250ms", 250'000'000},
+      {"1.5h", 5'400'000'000'000},
+      {"10us", 10'000},
+      {"10\xC2\xB5s", 10'000},
+      {"7ns", 7},
+      {".5s", 500'000'000},
+  }));
+  CAPTURE(text);
+  webhook::Result<std::chrono::nanoseconds> d = server::parse_duration(text);
+  REQUIRE(d.has_value());
+  CHECK(d->count() == ns);
+}
+
+TEST_CASE("bad Go durations", "[flags]") {
+  auto text = GENERATE(as<std::string>{}, "", "s", "10", "1.2.3s", "-5s", "5 s", "5sec",
+                       "99999999999h", ".s");
+  CAPTURE(text);
+  CHECK_FALSE(server::parse_duration(text).has_value());
+}
