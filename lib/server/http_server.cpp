@@ -22,6 +22,7 @@ constexpr int kBacklog = 1024;
 // What a handler on this thread may ask of the connection it serves.
 struct ConnectionRequests {
   bool close = false;
+  bool linger = false;
 };
 thread_local ConnectionRequests* tl_connection = nullptr;
 
@@ -171,9 +172,10 @@ void HttpServer::stop_serving() {
   stop();
 }
 
-void HttpServer::close_after_response() {
+void HttpServer::close_after_response(bool unread_body) {
   if (tl_connection != nullptr) {
     tl_connection->close = true;
+    tl_connection->linger = tl_connection->linger || unread_body;
   }
 }
 
@@ -216,7 +218,7 @@ bool HttpServer::process_and_close_socket(socket_t sock) {
     ++served;
     bool last = stopping_ || served >= options_.max_requests_per_connection;
     bool connection_closed = false;
-    requests.close = false;
+    requests = {};
     ok = process_request(conn, last, connection_closed, nullptr);
     ok = conn.flush() && ok;
     if (!ok) {
@@ -235,7 +237,7 @@ bool HttpServer::process_and_close_socket(socket_t sock) {
                 {"requests", served},
                 {"reason", why.empty() ? std::string("done") : why}});
   }
-  conn.close(/*linger=*/requests.close);
+  conn.close(requests.linger);
   if (options_.on_connection_close) {
     options_.on_connection_close();
   }

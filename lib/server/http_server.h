@@ -75,9 +75,11 @@ class HttpServer : public httplib::Server {
 
   bool stopping() const { return stopping_.load(); }
 
-  // Called by a route handler: close this connection once its response is written (the request
-  // body was not read whole). Does nothing outside a handler.
-  static void close_after_response();
+  // Called by a route handler: close this connection once its response is written. With
+  // `unread_body` (the request body was not read whole) the close lingers, discarding what the
+  // client still sends, so it sees the response rather than a reset. Does nothing outside a
+  // handler.
+  static void close_after_response(bool unread_body);
 
  private:
   bool process_and_close_socket(socket_t sock) override;

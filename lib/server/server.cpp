@@ -61,15 +61,16 @@ BodyRead read_body(const httplib::Request& req, const httplib::ContentReader& re
   return out;
 }
 
-void write_reply(const HttpReply& reply, httplib::Response& res) {
+// `stopping`: the server is shutting down, so this response ends its connection too.
+void write_reply(const HttpReply& reply, bool stopping, httplib::Response& res) {
   res.status = reply.status;
   res.set_content(reply.body, reply.content_type);
   if (reply.allow_post_header) {
     res.set_header("Allow", "POST");
   }
-  if (reply.close) {
+  if (reply.close || stopping) {
     res.set_header("Connection", "close");
-    HttpServer::close_after_response();
+    HttpServer::close_after_response(reply.close);
   }
 }
 
@@ -240,7 +241,7 @@ void WebhookServer::install_routes() {
     std::string content_type = req.get_header_value("Content-Type");
     write_reply(service_.serve({req.method, req.path, content_type, body.body, body.too_large,
                                 body.incomplete}),
-                res);
+                https_->stopping(), res);
   };
   auto without_body = [this](const httplib::Request& req, httplib::Response& res) {
     std::string content_type = req.get_header_value("Content-Type");
@@ -248,7 +249,7 @@ void WebhookServer::install_routes() {
     // A GET or OPTIONS with a body httplib did not read: do not parse it as the next request.
     reply.close = reply.close || req.has_header("Transfer-Encoding") ||
                   (req.has_header("Content-Length") && req.get_header_value("Content-Length") != "0");
-    write_reply(reply, res);
+    write_reply(reply, https_->stopping(), res);
   };
   https_->Post(".*", with_body);
   https_->Put(".*", with_body);

@@ -1,0 +1,696 @@
+#!/usr/bin/env python3
+"""kuberay-tpu-webhook driven as kube-apiserver drives it (issue 3 item 9), one case per run:
+
+    python3 server_test.py CASE        (CTest runs each CASE as its own test)
+
+Needs WEBHOOK_BUILD_DIR and WEBHOOK_SOURCE_DIR (set by CTest), openssl, curl, kubectl, promtool.
+Every server listens on 127.0.0.1 only; loads are bounded in count and time."""
+import base64
+import glob
+import http.client
+import json
+import os
+import re
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import threading
+import time
+
+from harness import (BINARY, DRYRUN, FIXTURES, TUTORIAL, Certs, Client, Failure, Webhook,
+                     Workdir, check, decoded_patch, kubectl_patch, make_review, run,
+                     served_certificate_cn, tls_context)
+
+CASES = {}
+
+
+def case(fn):
+    CASES[fn.__name__] = fn
+    return fn
+
+
+def config_flags(config):
+    flags = []
+    names = {"kuberayVersion": "--kuberay-version", "tpuProcessPortBase": "--tpu-process-port-base",
+             "megascalePortBase": "--megascale-port-base", "devicePluginPort": "--device-plugin-port"}
+    for key, value in sorted(config.items()):
+        check(key in names, "unknown fixture config key " + key)
+        flags.append("%s=%s" % (names[key], value))
+    return flags
+
+
+def parallel(items, fn, workers=4):
+    """Runs fn over items on a few threads; re-raises the first failure."""
+    errors, lock, it = [], threading.Lock(), iter(list(items))
+
+    def worker():
+        while True:
+            with lock:
+                item = next(it, None)
+            if item is None or errors:
+                return
+            try:
+                fn(item)
+            except Exception as e:  # noqa: BLE001 - reported below
+                with lock:
+                    errors.append(e)
+
+    threads = [threading.Thread(target=worker) for _ in range(workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+
+
+@case
+def mutate_fixtures(work):
+    """Every AdmissionReview fixture of the core issue through POST /mutate over HTTPS: uid echoed,
+    the answer equal to its golden response (SPEC M1-M7, Envelope), every patch accepted by
+    kubectl patch --local. Fixtures that need existing cluster objects (<case>.cluster.yaml) or
+    legacy placement are answered as this build must: without API access it denies Pods lacking
+    KubeRay's index labels, with a message saying how to fix it."""
+    certs = Certs(work)
+    crt, key = certs.issue("webhook")
+    files = sorted(f for f in glob.glob(os.path.join(FIXTURES, "admission", "*.json"))
+                   if not f.endswith(".config.json"))
+    check(len(files) >= 40, "expected the core issue's admission fixtures, found %d" % len(files))
+    by_config = {}
+    for f in files:
+        cfg_path = f[:-5] + ".config.json"
+        cfg = json.load(open(cfg_path)) if os.path.exists(cfg_path) else {}
+        by_config.setdefault(json.dumps(cfg, sort_keys=True), []).append(f)
+    to_patch, counts = [], {"golden": 0, "legacy-denied": 0, "cluster-state": 0}
+    for cfg, group in by_config.items():
+        with Webhook(work, crt, key, *config_flags(json.loads(cfg))) as wh:
+            client = Client(wh.https_port, certs.ca)
+            for f in group:
+                name = os.path.basename(f)[:-5]
+                review = json.load(open(f))
+                uid = review["request"]["uid"]
+                r = client.review("/mutate", review)
+                check(r["uid"] == uid, "%s: uid %r not echoed (got %r)" % (name, uid, r["uid"]))
+                golden = json.load(open(os.path.join(FIXTURES, "responses", name + ".json")))
+                readable = dict(r)
+                if "patch" in readable:
+                    readable["patch"] = decoded_patch(r)
+                if os.path.exists(f[:-5] + ".cluster.yaml"):
+                    counts["cluster-state"] += 1
+                elif readable == golden:
+                    counts["golden"] += 1
+                else:
+                    message = r.get("status", {}).get("message", "")
+                    check(golden.get("allowed") and not r["allowed"] and
+                          r["status"]["code"] == 400 and "without legacy placement" in message,
+                          "%s: answer differs from its golden response\n got: %s\nwant: %s" %
+                          (name, json.dumps(readable)[:800], json.dumps(golden)[:800]))
+                    counts["legacy-denied"] += 1
+                if r["allowed"] and "patch" in r:
+                    to_patch.append((name, review["request"]["object"], decoded_patch(r)))
+            client.close()
+            check(wh.stop() == 0, "the webhook did not exit 0")
+
+    def apply(item):
+        name, pod, patch = item
+        patched = kubectl_patch(work, pod, patch)
+        check(patched.get("kind") == "Pod", name + ": kubectl returned no Pod")
+
+    parallel(to_patch, apply)
+    print("fixtures: %d equal to golden, %d legacy placement denied, %d need cluster state; "
+          "%d patches applied by kubectl" % (counts["golden"], counts["legacy-denied"],
+                                             counts["cluster-state"], len(to_patch)))
+    check(counts["golden"] >= 40, "too few fixtures matched their golden response")
+
+
+@case
+def tutorial_workers(work):
+    """The GKE tutorial's RayClusters: validated through POST /validate, each worker Pod KubeRay
+    creates mutated through POST /mutate, the patches applied with kubectl, and the environment of
+    the worker the tutorial shows equal to what it shows (test/fixtures/gke-tutorial)."""
+    certs = Certs(work)
+    crt, key = certs.issue("webhook")
+    expected = json.load(open(os.path.join(FIXTURES, "gke-tutorial", "expected-env.json")))
+    with Webhook(work, crt, key) as wh:
+        client = Client(wh.https_port, certs.ca)
+        for file_name, want in expected.items():
+            if file_name.startswith("_"):
+                continue
+            path = os.path.join(TUTORIAL, file_name)
+            v = client.review("/validate", make_review("--validate", "--uid", "v-" + file_name, path))
+            check(v["allowed"] and v["uid"] == "v-" + file_name, file_name + ": not admitted: %s" % v)
+            shown = want["shown_pod"]
+            found = False
+            for n in range(want["worker_pods"]):
+                review = make_review("--worker", str(n), "--uid", "w%d" % n, path)
+                r = client.review("/mutate", review)
+                check(r["allowed"] and r["uid"] == "w%d" % n, "%s worker %d: %s" % (file_name, n, r))
+                pod = kubectl_patch(work, review["request"]["object"], decoded_patch(r))
+                env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+                if env.get("TPU_WORKER_ID") == shown["TPU_WORKER_ID"]:
+                    found = True
+                    for k, v in shown.items():
+                        check(env.get(k) == v, "%s %s: got %r, want %r" % (file_name, k, env.get(k), v))
+            check(found, file_name + ": no worker with TPU_WORKER_ID " + shown["TPU_WORKER_ID"])
+        client.close()
+        check(wh.stop() == 0, "the webhook did not exit 0")
+
+
+@case
+def validate_fixtures(work):
+    """Every RayCluster fixture through POST /validate: valid ones admitted, invalid ones denied
+    with code 400 and a message, each answer equal to webhook-dryrun's (SPEC V1-V4)."""
+    certs = Certs(work)
+    crt, key = certs.issue("webhook")
+    files = sorted(glob.glob(os.path.join(FIXTURES, "rayclusters", "*", "*.yaml")))
+    check(len(files) >= 10, "expected RayCluster fixtures, found %d" % len(files))
+    with Webhook(work, crt, key) as wh:
+        client = Client(wh.https_port, certs.ca)
+        for f in files:
+            valid = os.path.basename(os.path.dirname(f)) == "valid"
+            review = make_review("--validate", "--uid", "uid-" + os.path.basename(f), f)
+            r = client.review("/validate", review)
+            check(r["uid"] == "uid-" + os.path.basename(f), f + ": uid not echoed")
+            check(r["allowed"] == valid, "%s: allowed=%s" % (f, r["allowed"]))
+            if not valid:
+                check(r["status"]["code"] == 400 and r["status"]["message"], f + ": no status")
+            d = run([DRYRUN, "-o", "review", f])
+            offline = json.loads(d.stdout)["response"]
+            offline["uid"] = r["uid"]
+            check(offline == r, "%s: the server's answer differs from webhook-dryrun's\n %s\n %s"
+                  % (f, r, offline))
+        client.close()
+        check(wh.stop() == 0, "the webhook did not exit 0")
+
+
+def raw_https(port, ca, payload, read_timeout=10):
+    """Sends raw bytes over TLS and returns everything the server answers until it closes."""
+    ctx = tls_context(ca)
+    with socket.create_connection(("127.0.0.1", port), timeout=read_timeout) as raw:
+        with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
+            try:
+                s.sendall(payload)
+            except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
+                pass
+            chunks = []
+            while True:
+                try:
+                    data = s.recv(65536)
+                except (ConnectionResetError, ssl.SSLError, socket.timeout):
+                    break
+                if not data:
+                    break
+                chunks.append(data)
+                if b"\r\n\r\n" in b"".join(chunks):
+                    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
+                    m = re.search(rb"Content-Length: (\d+)", head, re.I)
+                    if m and len(body) >= int(m.group(1)):
+                        break
+            return b"".join(chunks)
+
+
+def split_response(data):
+    head, _, body = data.partition(b"\r\n\r\n")
+    status = int(head.split(b" ")[1])
+    headers = {}
+    for line in head.split(b"\r\n")[1:]:
+        k, _, v = line.partition(b":")
+        headers[k.strip().lower().decode()] = v.strip().decode()
+    return status, headers, body
+
+
+@case
+def malformed_requests(work):
+    """Issue 3 item 4 over HTTPS: 404, 405, 413 (declared and chunked), 415, 400 for empty, not
+    JSON, truncated, no request; AdmissionReview denials (HTTP 200, uid echoed) whenever the uid
+    can be read, else one line of JSON with the HTTP code; the connection survives where the body
+    was read whole."""
+    certs = Certs(work)
+    crt, key = certs.issue("webhook")
+    good = json.load(open(os.path.join(FIXTURES, "admission", "v5e-4x4-host2.json")))
+    uid = good["request"]["uid"]
+    # kube-apiserver writes request.uid first (Go struct order); the fixtures are key-sorted.
+    good["request"] = {"uid": uid, **{k: v for k, v in good["request"].items() if k != "uid"}}
+    body = json.dumps(good)
+    with Webhook(work, crt, key, "--max-body-bytes=65536") as wh:
+        c = Client(wh.https_port, certs.ca)
+
+        def status_error(status, data, code, part):
+            check(status == code, "want HTTP %d, got %d: %s" % (code, status, data[:200]))
+            check(data.count(b"\n") == 0, "error body is not one line: %r" % data)
+            s = json.loads(data)
+            check(s["kind"] == "Status" and s["code"] == code and part in s["message"],
+                  "unexpected error body %s" % data)
+
+        def review_denial(status, data, code, part):
+            check(status == 200, "want HTTP 200 with a review, got %d: %s" % (status, data[:200]))
+            r = json.loads(data)["response"]
+            check(r["uid"] == uid and r["allowed"] is False and r["status"]["code"] == code and
+                  part in r["status"]["message"], "unexpected review %s" % r)
+
+        s, h, d = c.request("GET", "/mutate")
+        status_error(s, d, 405, "method GET")
+        check(h.get("Allow") == "POST", "405 without Allow: POST")
+        s, h, d = c.request("PUT", "/mutate", body)
+        review_denial(s, d, 405, "method PUT")
+        s, h, d = c.request("POST", "/mutate", body, {"Content-Type": "text/plain"})
+        review_denial(s, d, 415, "text/plain")
+        s, h, d = c.request("POST", "/validate", "garbage", {"Content-Type": "text/plain"})
+        status_error(s, d, 415, "expected application/json")
+        s, h, d = c.request("POST", "/mutate", "")
+        status_error(s, d, 400, "empty request body")
+        s, h, d = c.request("POST", "/mutate", "{not json")
+        status_error(s, d, 400, "not valid JSON")
+        s, h, d = c.request("POST", "/mutate", body[: len(body) // 2])
+        review_denial(s, d, 400, "not valid JSON")
+        s, h, d = c.request("POST", "/mutate",
+                            '{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}')
+        status_error(s, d, 400, "no request")
+        s, h, d = c.request("POST", "/nope", body)
+        status_error(s, d, 404, "POST /mutate")
+        s, h, d = c.request("GET", "/")
+        check(s == 200 and d == b"kuberay-tpu-webhook", "GET / is the Go webhook's probe path")
+        # Still the same connection: every body above was read whole.
+        check(c.conn is not None, "the server closed a connection whose request it read whole")
+        r = c.review("/mutate", good)
+        check(r["allowed"] and r["uid"] == uid, "a good review after the bad ones failed")
+        c.close()
+
+        # Over the limit: declared by Content-Length, and chunked without one.
+        big = body[:-2] + ', "padding": "' + "x" * 100000 + '"}}'
+        data = raw_https(wh.https_port, certs.ca,
+                         b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: %d\r\n\r\n" % len(big) + big.encode())
+        s, h, d = split_response(data)
+        review_denial(s, d, 413, "larger than 65536 bytes")
+        check(h.get("connection") == "close", "413 must close the connection")
+        chunked = b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in
+                           [big.encode()[i:i + 8192] for i in range(0, len(big), 8192)]) + b"0\r\n\r\n"
+        data = raw_https(wh.https_port, certs.ca,
+                         b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                         b"Transfer-Encoding: chunked\r\n\r\n" + chunked)
+        s, h, d = split_response(data)
+        review_denial(s, d, 413, "larger than 65536 bytes")
+        data = raw_https(wh.https_port, certs.ca,
+                         b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: 10000000\r\n\r\n" + b"y" * 70000)
+        s, h, d = split_response(data)
+        status_error(s, d, 413, "larger than")
+        # A request line httplib itself refuses.
+        data = raw_https(wh.https_port, certs.ca, b"BREW /mutate HTTP/1.1\r\nHost: x\r\n\r\n")
+        s, h, d = split_response(data)
+        check(s == 400 and json.loads(d)["code"] == 400, "malformed request line: %r" % data)
+        check(wh.stop() == 0, "the webhook did not exit 0")
+
+
+@case
+def slow_clients(work):
+    """40 clients that connect and trickle a request byte by byte hold their connections while
+    other clients are served; each is cut off once --read-timeout passes (issue 3 item 4)."""
+    certs = Certs(work)
+    crt, key = certs.issue("webhook")
+    review = make_review("--worker", "1", os.path.join(TUTORIAL, "ray-cluster.tpu-v6e-multihost.yaml"))
+    with Webhook(work, crt, key, "--read-timeout=4s") as wh:
+        ctx = tls_context(certs.ca)
+        slow, cut = [], []
+        stop = threading.Event()
+
+        def trickle():
+            try:
+                raw = socket.create_connection(("127.0.0.1", wh.https_port), timeout=20)
+                s = ctx.wrap_socket(raw, server_hostname="127.0.0.1")
+                slow.append(s)
+                head = b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                for b in head:
+                    if stop.is_set():
+                        return
+                    s.sendall(bytes([b]))
+                    time.sleep(0.25)
+            except (OSError, ssl.SSLError):
+                cut.append(True)  # the server hung up: the read timeout at work
+
+        trickers = [threading.Thread(target=trickle) for _ in range(40)]
+        for t in trickers:
+            t.start()
+        time.sleep(1.0)
+        check(len(slow) >= 38, "slow clients could not connect (%d)" % len(slow))
+        served, started = 0, time.monotonic()
+        client = Client(wh.https_port, certs.ca)
+        while time.monotonic() - started < 2.5:
+            r = client.review("/mutate", review)
+            check(r["allowed"], "a normal client was not served while slow clients held on")
+            served += 1
+        client.close()
+        check(served >= 20, "only %d requests served beside the slow clients" % served)
+        for t in trickers:
+            t.join(30)
+        stop.set()
+        check(len(cut) >= 35, "slow clients were not cut off by --read-timeout (%d of 40)" % len(cut))
+        for s in slow:
+            s.close()
+        status, _ = wh.health("/readyz")
+        check(status == 200, "not ready after the slow clients")
+        check(wh.stop() == 0, "the webhook did not exit 0")
+        print("served %d requests beside 40 slow clients; %d slow clients cut off" % (served, len(cut)))
+
+
+@case
+def tls_versions(work):
+    """TLS 1.0 and 1.1 are refused, 1.2 and 1.3 accepted, with AEAD ciphers only (item 3)."""
+    certs = Certs(work)
+    crt, key = certs.issue("webhook")
+    with Webhook(work, crt, key) as wh:
+        target = "127.0.0.1:%d" % wh.https_port
+
+        def handshake(*flags):
+            r = run(["openssl", "s_client", "-connect", target, "-CAfile", certs.ca, *flags],
+                    input="", timeout=20)
+            return r.returncode == 0 and "Cipher is (NONE)" not in r.stdout, r.stdout + r.stderr
+
+        for version in ("-tls1", "-tls1_1"):
+            ok, out = handshake(version, "-cipher", "DEFAULT@SECLEVEL=0")
+            check(not ok, version + " was accepted:\n" + out[-400:])
+        ok, out = handshake("-tls1_2")
+        check(ok and "TLSv1.2" in out, "TLS 1.2 refused:\n" + out[-400:])
+        ok, out = handshake("-tls1_3")
+        check(ok and "TLSv1.3" in out, "TLS 1.3 refused:\n" + out[-400:])
+        ok, out = handshake("-tls1_2", "-cipher", "AES128-SHA")
+        check(not ok, "a CBC, non-forward-secret cipher was accepted")
+        check(wh.stop() == 0, "the webhook did not exit 0")
+
+
+class Load:
+    """Client threads sending reviews over keep-alive connections until stopped; counts answers
+    and failures. Bounded: stops by itself after `limit` seconds."""
+
+    def __init__(self, port, ca, review, threads=4, limit=60, new_connections=False):
+        self.port, self.ca, self.review = port, ca, review
+        self.ok = self.failed = self.retried = 0
+        self.errors = []
+        self.stop_event = threading.Event()
+        self.refused = threading.Event()
+        self.limit = limit
+        self.new_connections = new_connections
+        self.lock = threading.Lock()
+        self.threads = [threading.Thread(target=self.run) for _ in range(threads)]
+        for t in self.threads:
+            t.start()
+
+    # The server closed a keep-alive connection before reading the request sent on it (at
+    # shutdown): nothing was processed, and clients such as Go's transport send it again.
+    CLOSED = (ssl.SSLEOFError, http.client.RemoteDisconnected, BrokenPipeError,
+              ConnectionResetError)
+
+    def run(self):
+        deadline = time.monotonic() + self.limit
+        client = Client(self.port, self.ca)
+        while not self.stop_event.is_set() and time.monotonic() < deadline:
+            try:
+                try:
+                    r = client.review("/mutate", self.review)
+                except self.CLOSED:
+                    with self.lock:
+                        self.retried += 1
+                    r = client.review("/mutate", self.review)  # once, on a new connection
+                ok = r["allowed"] is True and r["uid"] == self.review["request"]["uid"]
+                with self.lock:
+                    self.ok += ok
+                    self.failed += not ok
+                if self.new_connections:
+                    client.close()
+            except ConnectionRefusedError:
+                self.refused.set()
+                return
+            except Exception as e:  # noqa: BLE001 - counted as a failed request
+                with self.lock:
+                    self.failed += 1
+                    self.errors.append(repr(e))
+        client.close()
+
+    def finish(self):
+        self.stop_event.set()
+        for t in self.threads:
+            t.join(30)
+
+
+def swap_secret_volume(directory, version, crt, key):
+    """What kubelet does to a Secret volume: new files in a new timestamped directory, then the
+    ..data symlink replaced atomically."""
+    target = os.path.join(directory, "..%s" % version)
+    os.mkdir(target)
+    for src, name in ((crt, "tls.crt"), (key, "tls.key")):
+        with open(src, "rb") as f, open(os.path.join(target, name), "wb") as out:
+            out.write(f.read())
+    tmp = os.path.join(directory, "..data_tmp")
+    os.symlink("..%s" % version, tmp)
+    os.rename(tmp, os.path.join(directory, "..data"))
+
+
+@case
+def certificate_rotation(work):
+    """Certificates rotated under load without a restart: a kubelet ..data symlink swap, then a
+    plain rename over the files; a broken pair keeps the old one; zero failed requests; expiry and
+    reloads in /metrics (item 3)."""
+    certs = Certs(work)
+    first = certs.issue("first")
+    second = certs.issue("second")
+    third = certs.issue("third")
+    volume = os.path.join(work, "volume")
+    os.mkdir(volume)
+    swap_secret_volume(volume, "v1", *first)
+    os.symlink("..data/tls.crt", os.path.join(volume, "tls.crt"))
+    os.symlink("..data/tls.key", os.path.join(volume, "tls.key"))
+    review = make_review("--worker", "2", os.path.join(TUTORIAL, "ray-cluster.tpu-v6e-multihost.yaml"))
+    with Webhook(work, os.path.join(volume, "tls.crt"), os.path.join(volume, "tls.key")) as wh:
+        check(served_certificate_cn(wh.https_port, certs.ca) == "first", "not serving the first")
+        load = Load(wh.https_port, certs.ca, review, threads=3)
+        fresh = Load(wh.https_port, certs.ca, review, threads=1, new_connections=True)
+
+        def wait_for(cn, timeout=60):
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                if served_certificate_cn(wh.https_port, certs.ca) == cn:
+                    return True
+                time.sleep(0.2)
+            return False
+
+        time.sleep(1)
+        swap_secret_volume(volume, "v2", *second)
+        check(wait_for("second"), "the ..data swap was not picked up within 60s")
+        time.sleep(1)
+        # A broken pair: the third certificate with the second's key.
+        swap_secret_volume(volume, "v3", third[0], second[1])
+        failed = wh.wait_for_log(lambda l: l.get("msg", "").startswith("certificate reload failed"), 30)
+        check(failed is not None, "a broken pair was not reported")
+        check("BEGIN" not in json.dumps(failed), "certificate material in the log")
+        check(served_certificate_cn(wh.https_port, certs.ca) == "second",
+              "a broken pair replaced the served certificate")
+        # Plain files renamed over the ones the webhook reads.
+        for name in ("tls.crt", "tls.key"):
+            os.unlink(os.path.join(volume, name))
+        for src, name in ((third[0], "tls.crt"), (third[1], "tls.key")):
+            with open(src, "rb") as f, open(os.path.join(volume, name + ".tmp"), "wb") as out:
+                out.write(f.read())
+        os.rename(os.path.join(volume, "tls.key.tmp"), os.path.join(volume, "tls.key"))
+        os.rename(os.path.join(volume, "tls.crt.tmp"), os.path.join(volume, "tls.crt"))
+        check(wait_for("third"), "the renamed files were not picked up within 60s")
+        time.sleep(1)
+        load.finish()
+        fresh.finish()
+        total = load.ok + fresh.ok
+        check(load.failed == 0 and fresh.failed == 0,
+              "%d requests failed during rotation: %s" % (load.failed + fresh.failed,
+                                                           (load.errors + fresh.errors)[:3]))
+        check(total >= 50 and fresh.ok >= 5, "too little load during rotation (%d)" % total)
+        status, metrics = wh.health("/metrics")
+        check('kuberay_tpu_webhook_tls_reloads_total{result="success"} 2' in metrics,
+              "reloads not counted:\n" + metrics)
+        check('kuberay_tpu_webhook_tls_reloads_total{result="failure"} 1' in metrics,
+              "the failed reload not counted")
+        expiry = re.search(r"^kuberay_tpu_webhook_tls_certificate_expiry_timestamp_seconds (\d+)$",
+                           metrics, re.M)
+        check(expiry and int(expiry.group(1)) > time.time(), "no certificate expiry metric")
+        check(wh.stop() == 0, "the webhook did not exit 0")
+        print("%d requests (%d on new connections) across 2 rotations, 0 failed" % (total, fresh.ok))
+
+
+@case
+def sigterm_under_load(work):
+    """SIGTERM under load: /readyz turns 503 first, the port keeps serving for the drain delay,
+    in-flight requests finish, no accepted request fails, exit 0 within --shutdown-timeout
+    (item 5)."""
+    certs = Certs(work)
+    crt, key = certs.issue("webhook")
+    review = make_review("--worker", "0", os.path.join(TUTORIAL, "ray-cluster.tpu-v6e-multihost.yaml"))
+    with Webhook(work, crt, key, "--shutdown-timeout=6s") as wh:
+        check(wh.health("/readyz")[0] == 200, "not ready before SIGTERM")
+        load = Load(wh.https_port, certs.ca, review, threads=4, limit=30)
+        time.sleep(1.5)
+        before = load.ok
+        sent_at = time.monotonic()
+        wh.proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 2
+        readyz = None
+        while time.monotonic() < deadline:
+            readyz = wh.health("/readyz")
+            if readyz[0] == 503:
+                break
+            time.sleep(0.05)
+        check(readyz and readyz[0] == 503 and "shutting down" in readyz[1],
+              "/readyz did not turn 503 after SIGTERM: %s" % (readyz,))
+        time.sleep(1)  # within the 2 s drain delay: still answering
+        check(wh.proc.poll() is None and load.ok > before, "stopped serving during the drain delay")
+        try:
+            code = wh.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            raise Failure("still running 15s after SIGTERM")
+        elapsed = time.monotonic() - sent_at
+        load.finish()
+        check(code == 0, "exit code %d after SIGTERM" % code)
+        check(elapsed <= 6.5, "exit took %.1fs, over --shutdown-timeout=6s" % elapsed)
+        check(load.failed == 0, "requests failed during shutdown: %s" % load.errors[:3])
+        log = wh.log_lines()
+        order = [l.get("msg") for l in log if l.get("msg") in ("signal received", "shutting down", "stopped")]
+        check(order == ["signal received", "shutting down", "stopped"], "log order %s" % order)
+        print("%d requests answered; exit 0 after %.1fs; %d idle connections closed by the stop "
+              "(the client sent again)" % (load.ok, elapsed, load.retried))
+
+
+@case
+def sigterm_waits_for_inflight(work):
+    """A request whose body is still arriving when SIGTERM comes is answered before the exit
+    (in-flight requests finish); SIGINT skips the drain delay."""
+    certs = Certs(work)
+    crt, key = certs.issue("webhook")
+    review = json.dumps(make_review("--worker", "0", os.path.join(TUTORIAL, "ray-cluster.tpu-v6e-multihost.yaml"))).encode()
+    with Webhook(work, crt, key, "--shutdown-timeout=10s") as wh:
+        ctx = tls_context(certs.ca)
+        raw = socket.create_connection(("127.0.0.1", wh.https_port), timeout=15)
+        s = ctx.wrap_socket(raw, server_hostname="127.0.0.1")
+        s.sendall(b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n" % len(review) + review[:100])
+        time.sleep(0.5)
+        started = time.monotonic()
+        wh.proc.send_signal(signal.SIGINT)
+        time.sleep(1.0)
+        check(wh.proc.poll() is None, "exited with a request in flight")
+        s.sendall(review[100:])
+        data = b""
+        while b"\r\n\r\n" not in data or not data.rstrip().endswith(b"}"):
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+        status, headers, body = split_response(data)
+        check(status == 200 and json.loads(body)["response"]["allowed"], "in-flight request lost")
+        check(headers.get("connection") == "close", "a response during shutdown must close")
+        s.close()
+        code = wh.proc.wait(10)
+        check(code == 0, "exit code %d" % code)
+        check(time.monotonic() - started < 5, "SIGINT waited for a drain delay")
+
+
+@case
+def metrics_and_health(work):
+    """/healthz, /readyz and /metrics on the plain-HTTP port; the metrics pass `promtool check
+    metrics` after admissions, denials and HTTP errors (item 7)."""
+    certs = Certs(work)
+    crt, key = certs.issue("webhook")
+    with Webhook(work, crt, key) as wh:
+        c = Client(wh.https_port, certs.ca)
+        tutorial = os.path.join(TUTORIAL, "ray-cluster.tpu-v6e-multihost.yaml")
+        c.review("/mutate", make_review("--worker", "0", tutorial))
+        c.review("/validate", make_review("--validate", tutorial))
+        c.review("/mutate", json.load(open(os.path.join(FIXTURES, "admission", "deny-missing-topology.json"))))
+        c.request("GET", "/mutate")
+        c.request("POST", "/nowhere", "{}")
+        c.close()
+        check(wh.health("/healthz") == (200, "ok\n"), "/healthz")
+        check(wh.health("/readyz") == (200, "ok\n"), "/readyz")
+        status, text = wh.health("/metrics")
+        check(status == 200, "/metrics answered %d" % status)
+        for line in ('kuberay_tpu_webhook_requests_total{webhook="mutate",code="200"} 1',
+                     'kuberay_tpu_webhook_requests_total{webhook="validate",code="200"} 1',
+                     'kuberay_tpu_webhook_requests_total{webhook="mutate",code="400"} 1',
+                     'kuberay_tpu_webhook_requests_total{webhook="mutate",code="405"} 1',
+                     'kuberay_tpu_webhook_denials_total{webhook="mutate",reason="missing_topology"} 1',
+                     'kuberay_tpu_webhook_placements_total{path="labels"} 1',
+                     "kuberay_tpu_webhook_ready 1"):
+            check(line in text, "missing from /metrics: " + line)
+        path = os.path.join(work, "metrics.txt")
+        with open(path, "w") as f:
+            f.write(text)
+        r = run(["promtool", "check", "metrics"], stdin=open(path))
+        check(r.returncode == 0, "promtool check metrics:\n" + r.stdout + r.stderr)
+        conn = http.client.HTTPConnection("127.0.0.1", wh.health_port, timeout=10)
+        conn.request("GET", "/nope")
+        r404 = conn.getresponse()
+        check(r404.status == 404, "unknown health path answered %d" % r404.status)
+        conn.close()
+        lines = [l for l in wh.log_lines() if l.get("msg") == "admission"]
+        check(len(lines) == 4, "want one log line per request to /mutate or /validate, got %d" % len(lines))
+        for l in lines:
+            for field in ("uid", "namespace", "generateName", "kind", "operation", "outcome",
+                          "latency_us"):
+                check(field in l, "admission log line without " + field + ": %s" % l)
+        patched = [l for l in lines if l["outcome"] == "patched"][0]
+        check(patched["replica"] == 0 and patched["host"] == 0, "placement not logged")
+        check(wh.stop() == 0, "the webhook did not exit 0")
+
+
+@case
+def command_line(work):
+    """Item 1: bad flags exit 2 with one line; --help and --version exit 0; a missing or broken
+    certificate, or a busy port, exits 1 with a message naming it; --server-cert serves."""
+    r = run([BINARY, "--bogus=1"])
+    check(r.returncode == 2 and r.stderr.count("\n") == 1 and "unknown flag --bogus" in r.stderr,
+          "bad flag: %d %r" % (r.returncode, r.stderr))
+    r = run([BINARY, "--read-timeout=10"])
+    check(r.returncode == 2 and "missing unit" in r.stderr, "bad value: %r" % r.stderr)
+    r = run([BINARY, "--legacy-indexing=on"])
+    check(r.returncode == 2 and "legacy-indexing=on" in r.stderr and r.stderr.count("\n") == 1,
+          "--legacy-indexing=on must fail fast: %r" % r.stderr)
+    r = run([BINARY, "--help"])
+    check(r.returncode == 0 and "--bind-address" in r.stdout, "--help")
+    r = run([BINARY, "--version"])
+    check(r.returncode == 0 and r.stdout.startswith("kuberay-tpu-webhook "), "--version")
+    with Webhook(work, os.path.join(work, "missing.crt"), os.path.join(work, "missing.key"),
+                 expect_start=False) as wh:
+        code = wh.proc.wait(15)
+        check(code == 1 and "missing.crt" in wh.log_text(), "missing certificate: %d %s" % (code, wh.log_text()))
+    certs = Certs(work)
+    crt, key = certs.issue("webhook")
+    other_crt, other_key = certs.issue("other")
+    with Webhook(work, crt, other_key, expect_start=False) as wh:
+        code = wh.proc.wait(15)
+        check(code == 1 and "does not belong" in wh.log_text() and "BEGIN" not in wh.log_text(),
+              "mismatched key: %s" % wh.log_text())
+    b64 = lambda p: base64.b64encode(open(p, "rb").read()).decode()
+    with Webhook(work, None, None, "--server-cert=" + b64(crt), "--server-key=" + b64(key)) as wh:
+        check(served_certificate_cn(wh.https_port, certs.ca) == "webhook", "--server-cert")
+        with Webhook(work, crt, key, "--bind-address=127.0.0.1:%d" % wh.https_port,
+                     expect_start=False) as busy:
+            code = busy.proc.wait(15)
+            check(code == 1 and "cannot listen" in busy.log_text(), "busy port: %s" % busy.log_text())
+        check(wh.stop() == 0, "the webhook did not exit 0")
+
+
+def main():
+    if len(sys.argv) != 2 or sys.argv[1] not in CASES:
+        print("usage: server_test.py CASE\ncases: " + " ".join(CASES), file=sys.stderr)
+        return 2
+    name = sys.argv[1]
+    with Workdir() as work:
+        try:
+            CASES[name](work)
+        except Failure as e:
+            print("FAILED %s: %s" % (name, e), file=sys.stderr)
+            return 1
+    print("passed: " + name)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
