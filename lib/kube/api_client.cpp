@@ -1,0 +1,262 @@
+#include "kube/api_client.h"
+
+#include <arpa/inet.h>
+
+#include <httplib.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
+namespace kube {
+namespace {
+
+constexpr std::size_t kMaxErrorBody = 64 << 10;
+
+struct X509Free {
+  void operator()(X509* x) const { X509_free(x); }
+};
+struct PkeyFree {
+  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
+};
+struct BioFree {
+  void operator()(BIO* b) const { BIO_free(b); }
+};
+using X509Ptr = std::unique_ptr<X509, X509Free>;
+using BioPtr = std::unique_ptr<BIO, BioFree>;
+
+BioPtr memory_bio(const std::string& pem) {
+  return BioPtr(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
+}
+
+// The thread's queued OpenSSL errors, oldest (the cause) first; clears the queue.
+std::string openssl_error() {
+  std::string out;
+  int n = 0;
+  while (unsigned long e = ERR_get_error()) {
+    if (n++ < 3) {
+      char buf[256];
+      ERR_error_string_n(e, buf, sizeof buf);
+      out += (out.empty() ? "" : "; ") + std::string(buf);
+    }
+  }
+  return out;
+}
+
+bool is_ip(const std::string& host) {
+  in6_addr a6{};
+  in_addr a4{};
+  return inet_pton(AF_INET6, host.c_str(), &a6) == 1 || inet_pton(AF_INET, host.c_str(), &a4) == 1;
+}
+
+std::string describe(httplib::Error e) {
+  switch (e) {
+    case httplib::Error::Connection:
+      return "cannot connect";
+    case httplib::Error::SSLConnection:
+      return "TLS handshake failed (is the server's certificate signed by the configured CA and "
+             "issued for this host?)";
+    case httplib::Error::SSLServerVerification:
+      return "the server's certificate did not verify";
+    case httplib::Error::Read:
+      return "the connection closed or timed out while reading";
+    case httplib::Error::Write:
+      return "the connection closed while writing";
+    case httplib::Error::Canceled:
+      return "cancelled";
+    case httplib::Error::ConnectionTimeout:
+      return "connection timed out";
+    default:
+      return httplib::to_string(e);
+  }
+}
+
+}  // namespace
+
+struct ApiClient::Tls {
+  std::vector<X509Ptr> cas;
+  X509Ptr cert;
+  std::unique_ptr<EVP_PKEY, PkeyFree> key;
+};
+
+void Call::cancel() {
+  std::lock_guard lock(mu_);
+  cancelled_ = true;
+  if (active_ != nullptr) {
+    active_->stop();
+  }
+}
+
+bool Call::cancelled() const {
+  std::lock_guard lock(mu_);
+  return cancelled_;
+}
+
+bool Call::attach(httplib::ClientImpl* client) {
+  std::lock_guard lock(mu_);
+  if (cancelled_) {
+    return false;
+  }
+  active_ = client;
+  return true;
+}
+
+void Call::detach() {
+  std::lock_guard lock(mu_);
+  active_ = nullptr;
+}
+
+std::string url_encode(std::string_view value) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (char ch : value) {
+    auto c = static_cast<unsigned char>(ch);
+    if (std::isalnum(c) != 0 || c == '-' || c == '_' || c == '.' || c == '~') {
+      out.push_back(ch);
+    } else {
+      out.push_back('%');
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 15]);
+    }
+  }
+  return out;
+}
+
+webhook::Result<std::unique_ptr<ApiClient>> ApiClient::create(const ClusterConfig& config) {
+  auto tls = std::make_unique<Tls>();
+  if (config.https) {
+    BioPtr bio = memory_bio(config.ca_pem);
+    while (X509* x = PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr)) {
+      tls->cas.emplace_back(x);
+    }
+    ERR_clear_error();
+    if (tls->cas.empty()) {
+      return webhook::invalid_argument(config.origin +
+                                       ": the CA for the API server holds no PEM certificate");
+    }
+  }
+  if (!config.client_cert_pem.empty()) {
+    BioPtr cert = memory_bio(config.client_cert_pem);
+    tls->cert.reset(PEM_read_bio_X509(cert.get(), nullptr, nullptr, nullptr));
+    BioPtr key = memory_bio(config.client_key_pem);
+    tls->key.reset(PEM_read_bio_PrivateKey(key.get(), nullptr, nullptr, nullptr));
+    if (!tls->cert || !tls->key) {
+      std::string why = openssl_error();
+      return webhook::invalid_argument(
+          config.origin + ": the client " + (tls->cert ? "key" : "certificate") +
+          " is not a PEM " + (tls->cert ? "private key" : "certificate") +
+          (why.empty() ? "" : " (" + why + ")"));
+    }
+    if (X509_check_private_key(tls->cert.get(), tls->key.get()) != 1) {
+      ERR_clear_error();
+      return webhook::invalid_argument(config.origin +
+                                       ": the client key does not match the client certificate");
+    }
+  }
+  return std::unique_ptr<ApiClient>(new ApiClient(config, std::move(tls)));
+}
+
+ApiClient::ApiClient(ClusterConfig config, std::unique_ptr<Tls> tls)
+    : config_(std::move(config)), tls_(std::move(tls)), token_(config_.token, config_.token_file) {}
+
+ApiClient::~ApiClient() = default;
+
+std::string ApiClient::server() const {
+  bool v6 = config_.host.find(':') != std::string::npos;
+  return std::string(config_.https ? "https://" : "http://") + (v6 ? "[" : "") + config_.host +
+         (v6 ? "]" : "") + ":" + std::to_string(config_.port);
+}
+
+std::unique_ptr<httplib::ClientImpl> ApiClient::connect() const {
+  if (!config_.https) {
+    return std::make_unique<httplib::ClientImpl>(config_.host, config_.port);
+  }
+  auto client = std::make_unique<httplib::SSLClient>(config_.host, config_.port,
+                                                     tls_->cert.get(), tls_->key.get());
+  SSL_CTX* ctx = client->ssl_context();
+  if (ctx == nullptr) {
+    return nullptr;
+  }
+  // Trust the configured CAs only, and check the server's name or IP (OpenSSL does both during
+  // the handshake); httplib's own check would add the system's CAs.
+  X509_STORE* store = X509_STORE_new();
+  for (const X509Ptr& ca : tls_->cas) {
+    X509_STORE_add_cert(store, ca.get());
+  }
+  SSL_CTX_set_cert_store(ctx, store);
+  SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
+  X509_VERIFY_PARAM* param = SSL_CTX_get0_param(ctx);
+  if (is_ip(config_.host)) {
+    X509_VERIFY_PARAM_set1_ip_asc(param, config_.host.c_str());
+  } else {
+    X509_VERIFY_PARAM_set1_host(param, config_.host.c_str(), config_.host.size());
+  }
+  client->enable_server_certificate_verification(false);
+  return client;
+}
+
+webhook::Result<int> ApiClient::get(const std::string& path_query, const BodyFn& on_body,
+                                    Duration read_timeout, Call& call, std::string* error_body,
+                                    const std::function<void(int)>& on_status) {
+  bool force = false;
+  {
+    std::lock_guard lock(mu_);
+    std::swap(force, force_token_);
+  }
+  webhook::Result<std::string> token = token_.get(force);
+  if (!token) {
+    return token.error();
+  }
+  std::unique_ptr<httplib::ClientImpl> client = connect();
+  if (!client) {
+    return webhook::Error{webhook::ErrorCode::kInternal,
+                          "cannot set up TLS for " + server() + ": " + openssl_error()};
+  }
+  client->set_connection_timeout(std::chrono::seconds(10));
+  client->set_write_timeout(std::chrono::seconds(10));
+  client->set_read_timeout(std::chrono::duration_cast<std::chrono::microseconds>(read_timeout));
+  client->set_keep_alive(false);
+  httplib::Headers headers = {{"Accept", "application/json"},
+                              {"User-Agent", "kuberay-tpu-webhook"}};
+  if (!token->empty()) {
+    headers.emplace("Authorization", "Bearer " + *token);
+  }
+  if (!call.attach(client.get())) {
+    return webhook::Error{webhook::ErrorCode::kUnavailable, "cancelled"};
+  }
+  int status = 0;
+  httplib::Result res = client->Get(
+      config_.base_path + path_query, headers,
+      [&](const httplib::Response& r) {
+        status = r.status;
+        if (on_status) {
+          on_status(status);
+        }
+        return true;
+      },
+      [&](const char* data, std::size_t n) {
+        if (status == 200) {
+          return on_body(std::string_view(data, n));
+        }
+        if (error_body != nullptr && error_body->size() < kMaxErrorBody) {
+          error_body->append(data, std::min(n, kMaxErrorBody - error_body->size()));
+        }
+        return true;
+      });
+  call.detach();
+  if (!res) {
+    std::string detail = res.error() == httplib::Error::SSLConnection ? openssl_error() : "";
+    ERR_clear_error();
+    return webhook::Error{webhook::ErrorCode::kUnavailable,
+                          "GET " + server() + config_.base_path + path_query.substr(0, path_query.find('?')) +
+                              ": " + (call.cancelled() ? "cancelled" : describe(res.error())) +
+                              (detail.empty() ? "" : " [" + detail + "]")};
+  }
+  if (res->status == 401) {
+    std::lock_guard lock(mu_);
+    force_token_ = true;
+  }
+  return res->status;
+}
+
+}  // namespace kube

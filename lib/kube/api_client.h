@@ -1,0 +1,92 @@
+#pragma once
+// GET requests to the Kubernetes API, with the body streamed to a callback as it arrives.
+//
+//   auto client = kube::ApiClient::create(config);              // InvalidArgument: bad CA/cert
+//   kube::Call call;                                             // another thread may cancel it
+//   std::string error_body;
+//   webhook::Result<int> status = (*client)->get(
+//       "/api/v1/pods?watch=1", [&](std::string_view bytes) { return consume(bytes); },
+//       std::chrono::seconds(330), call, &error_body);
+//   // status: the HTTP status (the body went to the callback only for 200), or Unavailable
+//   // naming the server and what failed (connect, TLS verification, read timeout, cancelled).
+//
+// HTTPS verifies the server's certificate against the configured CA only (never the system's
+// CAs) and its name or IP against the host; the bearer token is re-read from its file when it
+// changes, and after a 401. One connection per request: lists and watches are few and long.
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.h"
+#include "kube/clock.h"
+#include "kube/config.h"
+
+namespace httplib {
+class ClientImpl;
+}
+
+namespace kube {
+
+// A handle on the request a thread is making, so another thread can end it (on shutdown).
+class Call {
+ public:
+  // Ends the request in flight (its socket is shut down) and refuses later ones. Thread-safe.
+  void cancel();
+  bool cancelled() const;
+
+ private:
+  friend class ApiClient;
+  bool attach(httplib::ClientImpl* client);  // false when already cancelled
+  void detach();
+
+  mutable std::mutex mu_;
+  httplib::ClientImpl* active_ = nullptr;
+  bool cancelled_ = false;
+};
+
+// Percent-encodes a query parameter value (RFC 3986 unreserved characters pass).
+std::string url_encode(std::string_view value);
+
+class ApiClient {
+ public:
+  using BodyFn = std::function<bool(std::string_view bytes)>;  // false: stop reading
+
+  // Parses the CA and client certificate once. InvalidArgument naming what does not parse.
+  static webhook::Result<std::unique_ptr<ApiClient>> create(const ClusterConfig& config);
+  ~ApiClient();
+  ApiClient(const ApiClient&) = delete;
+  ApiClient& operator=(const ApiClient&) = delete;
+
+  // GET base_path + `path_query`. For status 200 the body goes to `on_body` (decompressed); for
+  // other statuses up to 64 KiB of it go to `error_body` (when not null). Unavailable for a
+  // transport failure, a callback that returned false, or a cancelled `call`. A 401 makes the next
+  // request re-read the token file.
+  // `on_status`, when set, hears the status as soon as the headers arrive (a watch is then
+  // established, before any event).
+  webhook::Result<int> get(const std::string& path_query, const BodyFn& on_body,
+                           Duration read_timeout, Call& call, std::string* error_body,
+                           const std::function<void(int)>& on_status = {});
+
+  const ClusterConfig& config() const { return config_; }
+  // "https://host:port" for messages.
+  std::string server() const;
+  TokenSource& token() { return token_; }
+
+ private:
+  struct Tls;
+  ApiClient(ClusterConfig config, std::unique_ptr<Tls> tls);
+  std::unique_ptr<httplib::ClientImpl> connect() const;
+
+  ClusterConfig config_;
+  std::unique_ptr<Tls> tls_;
+  TokenSource token_;
+  std::mutex mu_;
+  bool force_token_ = false;
+};
+
+}  // namespace kube

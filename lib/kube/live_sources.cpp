@@ -1,0 +1,150 @@
+#include "kube/live_sources.h"
+
+#include "podpatch/json_access.h"
+#include "podpatch/keys.h"
+
+namespace kube {
+namespace {
+
+using podpatch::json;
+
+std::string name_of(const json& object) {
+  return std::string(podpatch::string_member(podpatch::member(object, "metadata"), "name").value_or(""));
+}
+
+podpatch::Labels labels_of(const json& object) {
+  podpatch::Labels labels;
+  if (const json* l = podpatch::member(object, "metadata", "labels"); l != nullptr && l->is_object()) {
+    for (const auto& [k, v] : l->items()) {
+      if (v.is_string()) {
+        labels.emplace(k, v.get<std::string>());
+      }
+    }
+  }
+  return labels;
+}
+
+// (namespace, name) and the ray.io/headless-worker-svc label of a Service.
+std::optional<std::pair<std::pair<std::string, std::string>, std::string>> service_of(
+    const json& object) {
+  const json* md = podpatch::member(object, "metadata");
+  std::optional<std::string_view> name = podpatch::string_member(md, "name");
+  if (!name) {
+    return std::nullopt;
+  }
+  std::string ns(podpatch::string_member(md, "namespace").value_or("default"));
+  std::string cluster(podpatch::string_member(podpatch::member(md, "labels"),
+                                              podpatch::keys::kHeadlessServiceLabel)
+                          .value_or(""));
+  return std::make_pair(std::make_pair(std::move(ns), std::string(*name)), std::move(cluster));
+}
+
+}  // namespace
+
+void PodFeed::listed(const json& object) {
+  if (std::optional<PodRecord> r = pod_record(object)) {
+    pending_.push_back(std::move(*r));
+  }
+}
+
+void PodFeed::list_end() {
+  registry_.replace(std::move(pending_));
+  std::vector<PodRecord>().swap(pending_);
+}
+
+void PodFeed::event(EventType type, const json& object) {
+  std::string uid = pod_uid(object);
+  if (type == EventType::kDeleted) {
+    registry_.remove(uid);
+  } else {
+    registry_.upsert(uid, pod_record(object));
+  }
+}
+
+std::optional<std::vector<podpatch::Labels>> LiveNodeSource::nodes_matching(
+    const podpatch::Labels& selector) {
+  std::shared_lock lock(mu_);
+  if (!synced_) {
+    return std::nullopt;
+  }
+  std::vector<podpatch::Labels> out;
+  for (const auto& [name, labels] : nodes_) {
+    bool match = true;
+    for (const auto& [k, v] : selector) {
+      auto it = labels.find(k);
+      match = match && it != labels.end() && it->second == v;
+    }
+    if (match) {
+      out.push_back(labels);
+    }
+  }
+  return out;
+}
+
+std::size_t LiveNodeSource::size() const {
+  std::shared_lock lock(mu_);
+  return nodes_.size();
+}
+
+void LiveNodeSource::listed(const json& object) { pending_[name_of(object)] = labels_of(object); }
+
+void LiveNodeSource::list_end() {
+  std::unique_lock lock(mu_);
+  nodes_.swap(pending_);
+  pending_.clear();
+  synced_ = true;
+}
+
+void LiveNodeSource::event(EventType type, const json& object) {
+  std::string name = name_of(object);
+  std::unique_lock lock(mu_);
+  if (type == EventType::kDeleted) {
+    nodes_.erase(name);
+  } else {
+    nodes_[name] = labels_of(object);
+  }
+}
+
+std::optional<std::string> LiveServiceSource::headless_service(std::string_view ns,
+                                                               std::string_view cluster) {
+  std::shared_lock lock(mu_);
+  for (auto it = services_.lower_bound(Key(std::string(ns), ""));
+       it != services_.end() && it->first.first == ns; ++it) {
+    if (it->second == cluster) {
+      return it->first.second;
+    }
+  }
+  return std::nullopt;
+}
+
+std::size_t LiveServiceSource::size() const {
+  std::shared_lock lock(mu_);
+  return services_.size();
+}
+
+void LiveServiceSource::listed(const json& object) {
+  if (auto s = service_of(object); s && !s->second.empty()) {
+    pending_[s->first] = s->second;
+  }
+}
+
+void LiveServiceSource::list_end() {
+  std::unique_lock lock(mu_);
+  services_.swap(pending_);
+  pending_.clear();
+}
+
+void LiveServiceSource::event(EventType type, const json& object) {
+  auto s = service_of(object);
+  if (!s) {
+    return;
+  }
+  std::unique_lock lock(mu_);
+  if (type == EventType::kDeleted || s->second.empty()) {
+    services_.erase(s->first);
+  } else {
+    services_[s->first] = s->second;
+  }
+}
+
+}  // namespace kube

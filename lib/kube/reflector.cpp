@@ -1,0 +1,302 @@
+#include "kube/reflector.h"
+
+#include <random>
+
+#include "kube/stream.h"
+
+namespace kube {
+namespace {
+
+std::uint64_t pick_seed(std::uint64_t seed) {
+  return seed != 0 ? seed : std::random_device{}();
+}
+
+// The message of a metav1.Status body, else the body's start.
+std::string status_message(const std::string& body) {
+  nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
+  if (j.is_object()) {
+    if (auto it = j.find("message"); it != j.end() && it->is_string()) {
+      return it->get<std::string>();
+    }
+  }
+  return body.substr(0, 200);
+}
+
+std::string resource_version_of(const nlohmann::json& object) {
+  auto md = object.find("metadata");
+  if (md == object.end() || !md->is_object()) {
+    return "";
+  }
+  auto rv = md->find("resourceVersion");
+  return rv != md->end() && rv->is_string() ? rv->get<std::string>() : "";
+}
+
+std::string millis(Duration d) {
+  return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + "ms";
+}
+
+}  // namespace
+
+Reflector::Reflector(ApiClient& client, Resource resource, Sink& sink, Clock& clock, Logger log,
+                     ReflectorOptions options)
+    : client_(client),
+      resource_(std::move(resource)),
+      sink_(sink),
+      clock_(clock),
+      log_(std::move(log)),
+      options_(options),
+      backoff_(options.backoff, pick_seed(options.seed)),
+      rng_state_(pick_seed(options.seed) ^ 0x9e3779b97f4a7c15ULL) {}
+
+void Reflector::log(LogLevel level, const std::string& line) const {
+  if (log_) {
+    log_(level, resource_.name + " " + line);
+  }
+}
+
+std::string Reflector::http_error(int status, const std::string& body) const {
+  std::string hint;
+  if (status == 401) {
+    hint = " (the token was refused; it is re-read before the next attempt)";
+  } else if (status == 403) {
+    hint = " (the webhook's service account needs get, list and watch on " + resource_.name +
+           " in all namespaces: see the chart's ClusterRole)";
+  }
+  return "HTTP " + std::to_string(status) + ": " + status_message(body) + hint;
+}
+
+webhook::Result<std::string> Reflector::list_once(bool& expired) {
+  std::string continue_token;
+  std::string resource_version;
+  sink_.list_begin();
+  do {
+    std::string query = resource_.path + "?labelSelector=" + url_encode(resource_.label_selector) +
+                        "&limit=" + std::to_string(options_.page_size);
+    if (!continue_token.empty()) {
+      query += "&continue=" + url_encode(continue_token);
+    }
+    webhook::Status body_error;
+    ListScanner scan(options_.max_object_bytes, [&](nlohmann::json item) {
+      sink_.listed(item);
+      return webhook::Status();
+    });
+    std::string error_body;
+    webhook::Result<int> status = client_.get(
+        query,
+        [&](std::string_view bytes) {
+          body_error = scan.feed(bytes);
+          return body_error.ok();
+        },
+        options_.list_timeout, call_, &error_body);
+    if (!body_error.ok()) {
+      sink_.list_abort();
+      return body_error.error();
+    }
+    if (!status) {
+      sink_.list_abort();
+      return status.error();
+    }
+    if (*status == 410 && !continue_token.empty()) {
+      expired = true;  // the continue token expired: list again from the start
+      sink_.list_abort();
+      return webhook::Error{webhook::ErrorCode::kUnavailable, "continue token expired"};
+    }
+    if (*status != 200) {
+      sink_.list_abort();
+      return webhook::Error{webhook::ErrorCode::kUnavailable, http_error(*status, error_body)};
+    }
+    if (webhook::Status s = scan.finish(); !s) {
+      sink_.list_abort();
+      return s.error();
+    }
+    continue_token = scan.continue_token();
+    resource_version = scan.resource_version();
+  } while (!continue_token.empty());
+  sink_.list_end();
+  return resource_version;
+}
+
+webhook::Result<std::string> Reflector::list() {
+  bool expired = false;
+  webhook::Result<std::string> rv = list_once(expired);
+  if (!rv && expired) {
+    ++counters_.gone;
+    log(LogLevel::kInfo, "list: the continue token expired (410); listing again from the start");
+    expired = false;
+    rv = list_once(expired);
+  }
+  return rv;
+}
+
+Reflector::WatchEnd Reflector::watch(std::string& resource_version, std::stop_token stop) {
+  std::mt19937_64 rng(rng_state_++);
+  auto min_s = std::max<std::int64_t>(
+      1, std::chrono::duration_cast<std::chrono::seconds>(options_.min_watch_timeout).count());
+  std::int64_t timeout_s = std::uniform_int_distribution<std::int64_t>(min_s, 2 * min_s - 1)(rng);
+  std::string query = resource_.path + "?labelSelector=" + url_encode(resource_.label_selector) +
+                      "&watch=1&allowWatchBookmarks=true&resourceVersion=" +
+                      url_encode(resource_version) + "&timeoutSeconds=" + std::to_string(timeout_s);
+  LineSplitter lines(options_.max_object_bytes);
+  webhook::Status body_error;
+  bool gone = false;
+  bool connected = false;
+  std::uint64_t seen = 0;  // lines
+  TimePoint started = clock_.now();
+  auto on_line = [&](std::string_view line) -> webhook::Status {
+    ++seen;
+    nlohmann::json ev = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!ev.is_object() || !ev.contains("type") || !ev["type"].is_string()) {
+      return webhook::invalid_argument("a watch event is not a JSON object with a type");
+    }
+    const std::string& type = ev["type"].get_ref<const std::string&>();
+    const nlohmann::json& object = ev.contains("object") ? ev["object"] : nlohmann::json();
+    if (type == "ERROR") {
+      int code = object.is_object() && object.contains("code") && object["code"].is_number_integer()
+                     ? object["code"].get<int>()
+                     : 0;
+      if (code == 410) {
+        gone = true;
+      }
+      return webhook::Error{webhook::ErrorCode::kUnavailable,
+                            "ERROR event: " + status_message(object.dump())};
+    }
+    std::string rv = resource_version_of(object);
+    if (type == "BOOKMARK") {
+      ++counters_.bookmarks;
+    } else if (type == "ADDED" || type == "MODIFIED" || type == "DELETED") {
+      sink_.event(type == "ADDED"      ? EventType::kAdded
+                  : type == "MODIFIED" ? EventType::kModified
+                                       : EventType::kDeleted,
+                  object);
+      ++counters_.events;
+    }
+    if (!rv.empty()) {
+      resource_version = std::move(rv);
+    }
+    return {};
+  };
+  std::string error_body;
+  webhook::Result<int> status = client_.get(
+      query,
+      [&](std::string_view bytes) {
+        body_error = lines.feed(bytes, on_line);
+        return body_error.ok() && !stop.stop_requested();
+      },
+      Duration(std::chrono::seconds(timeout_s)) + options_.read_slack, call_, &error_body,
+      [&](int code) {
+        if (code == 200) {
+          connected = true;
+          ++counters_.watches;
+          sink_.watch_connected(true);
+        }
+      });
+  if (connected) {
+    sink_.watch_connected(false);
+  }
+  if (stop.stop_requested()) {
+    return WatchEnd::kClosed;
+  }
+  if (gone) {
+    ++counters_.gone;
+    log(LogLevel::kInfo, "watch: resourceVersion " + resource_version +
+                             " is too old (410 Gone); listing again");
+    return WatchEnd::kGone;
+  }
+  if (!body_error.ok()) {
+    ++counters_.api_errors;
+    if (body_error.error().code == webhook::ErrorCode::kResourceExhausted) {
+      ++counters_.oversized;
+      log(LogLevel::kError, "watch: " + body_error.error().message + "; listing again");
+      return WatchEnd::kRelist;
+    }
+    log(LogLevel::kWarning, "watch: " + body_error.error().message);
+    return WatchEnd::kFailed;
+  }
+  if (!status) {
+    ++counters_.api_errors;
+    log(LogLevel::kWarning, "watch: " + status.error().message);
+    return WatchEnd::kFailed;
+  }
+  if (*status == 410) {
+    ++counters_.gone;
+    log(LogLevel::kInfo, "watch: 410 Gone; listing again");
+    return WatchEnd::kGone;
+  }
+  if (*status != 200) {
+    ++counters_.api_errors;
+    log(LogLevel::kWarning, "watch: " + http_error(*status, error_body));
+    return WatchEnd::kFailed;
+  }
+  if (lines.pending() > 0) {
+    ++counters_.api_errors;
+    log(LogLevel::kWarning, "watch: the stream ended in the middle of an event");
+    return WatchEnd::kFailed;
+  }
+  if (seen == 0 && clock_.now() - started < std::chrono::seconds(1)) {
+    // As client-go: a watch that ends at once without a line is a failure, not a timeout, or
+    // a server answering that way would be asked again in a tight loop.
+    ++counters_.api_errors;
+    log(LogLevel::kWarning, "watch: the server ended the watch at once without an event");
+    return WatchEnd::kFailed;
+  }
+  return WatchEnd::kClosed;  // the server's timeoutSeconds: resume from resource_version
+}
+
+void Reflector::run(std::stop_token stop) {
+  std::string resource_version;
+  bool need_list = true;
+  auto pause = [&] {
+    Duration d = backoff_.next();
+    log(LogLevel::kInfo, "retrying in " + millis(d));
+    return clock_.sleep_for(d, stop);
+  };
+  while (!stop.stop_requested()) {
+    if (need_list) {
+      webhook::Result<std::string> rv = list();
+      if (stop.stop_requested()) {
+        break;
+      }
+      if (!rv) {
+        ++counters_.api_errors;
+        if (rv.error().code == webhook::ErrorCode::kResourceExhausted) {
+          ++counters_.oversized;
+        }
+        log(synced() ? LogLevel::kWarning : LogLevel::kError, "list: " + rv.error().message);
+        if (!pause()) {
+          break;
+        }
+        continue;
+      }
+      if (counters_.lists.fetch_add(1) > 0) {
+        ++counters_.relists;
+      }
+      if (!synced()) {
+        log(LogLevel::kInfo, "synced at resourceVersion " + *rv);
+      }
+      synced_.store(true, std::memory_order_release);
+      resource_version = std::move(*rv);
+      need_list = false;
+      backoff_.reset();
+    }
+    switch (watch(resource_version, stop)) {
+      case WatchEnd::kClosed:
+        backoff_.reset();
+        break;
+      case WatchEnd::kGone:
+      case WatchEnd::kRelist:
+        need_list = true;
+        break;
+      case WatchEnd::kFailed:
+        if (stop.stop_requested()) {
+          break;
+        }
+        ++counters_.watch_restarts;
+        if (!pause()) {
+          return;
+        }
+        break;
+    }
+  }
+}
+
+}  // namespace kube
