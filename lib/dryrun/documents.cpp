@@ -3,8 +3,12 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <sstream>
 
 #include <yaml-cpp/depthguard.h>
+#include <yaml-cpp/eventhandler.h>
+#include <yaml-cpp/mark.h>
 #include <yaml-cpp/yaml.h>
 
 #include "admission/review.h"
@@ -74,66 +78,135 @@ json plain_scalar(const std::string& s) {
   return s;
 }
 
-class Converter {
- public:
-  explicit Converter(std::size_t budget) : budget_(budget) {}
+// Raised inside yaml-cpp's callbacks to stop parsing; caught in parse_yaml.
+struct StopParsing {
+  webhook::Error error;
+};
 
-  webhook::Result<json> convert(const YAML::Node& node, int depth) {
-    if (++count_ > budget_) {
-      return webhook::Error{webhook::ErrorCode::kResourceExhausted,
-                            "YAML aliases expand to more than " + std::to_string(budget_) +
-                                " values, far more than the text holds; refusing it (an alias "
-                                "bomb?)"};
-    }
-    if (depth > admission::kMaxJsonDepth) {
-      return webhook::Error{webhook::ErrorCode::kResourceExhausted,
-                            "YAML nesting is deeper than " +
-                                std::to_string(admission::kMaxJsonDepth) +
-                                " levels; a Kubernetes object is far shallower"};
-    }
-    switch (node.Type()) {
-      case YAML::NodeType::Undefined:
-      case YAML::NodeType::Null:
-        return json(nullptr);
-      case YAML::NodeType::Scalar:
-        if (node.Tag() == "!" || node.Tag() == kStrTag) {
-          return json(node.Scalar());  // quoted or explicitly a string
-        }
-        return plain_scalar(node.Scalar());
-      case YAML::NodeType::Sequence: {
-        json out = json::array();
-        for (const YAML::Node& item : node) {
-          webhook::Result<json> v = convert(item, depth + 1);
-          if (!v) {
-            return v.error();
-          }
-          out.push_back(std::move(v).value());
-        }
-        return out;
-      }
-      case YAML::NodeType::Map: {
-        json out = json::object();
-        for (const auto& kv : node) {
-          if (!kv.first.IsScalar()) {
-            return webhook::invalid_argument(
-                "line " + std::to_string(kv.first.Mark().line + 1) +
-                ": a map key is not a plain string; Kubernetes objects use string keys");
-          }
-          webhook::Result<json> v = convert(kv.second, depth + 1);
-          if (!v) {
-            return v.error();
-          }
-          out[kv.first.Scalar()] = std::move(v).value();
-        }
-        return out;
-      }
-    }
-    return json(nullptr);
+// Builds nlohmann::json straight from yaml-cpp's parse events (no YAML::Node graph), with the
+// bounds: nesting depth, and a budget of values that alias copies also spend.
+class JsonBuilder : public YAML::EventHandler {
+ public:
+  explicit JsonBuilder(std::size_t budget) : budget_(budget) {}
+
+  // The finished document; null for an empty one.
+  json take() { return std::move(root_); }
+  // Where the last document started, in bytes and lines.
+  int document_start() const { return start_.pos; }
+  int document_line() const { return start_.line; }
+
+  void OnDocumentStart(const YAML::Mark& mark) override {
+    root_ = nullptr;
+    start_ = mark;
   }
+  void OnDocumentEnd() override {}
+
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t anchor) override {
+    spend(1, mark);
+    add(json(nullptr), anchor, 1, mark);
+  }
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t anchor) override {
+    auto it = anchors_.find(anchor);
+    if (it == anchors_.end()) {
+      fail(mark, "an alias refers to an anchor that is not complete (a recursive alias?)",
+           webhook::ErrorCode::kInvalidArgument);
+    }
+    spend(it->second.second, mark);  // an alias costs as much as the value it copies
+    add(it->second.first, 0, it->second.second, mark);
+  }
+  void OnScalar(const YAML::Mark& mark, const std::string& tag, YAML::anchor_t anchor,
+                const std::string& value) override {
+    bool as_string = tag == "!" || tag == kStrTag;  // quoted, or explicitly a string
+    spend(1, mark);
+    add(as_string ? json(value) : plain_scalar(value), anchor, 1, mark);
+  }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+                       YAML::EmitterStyle::value) override {
+    open(json::array(), anchor, mark);
+  }
+  void OnSequenceEnd() override { close(); }
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+                  YAML::EmitterStyle::value) override {
+    open(json::object(), anchor, mark);
+  }
+  void OnMapEnd() override { close(); }
 
  private:
+  struct Frame {
+    json value;
+    YAML::anchor_t anchor = 0;
+    std::size_t nodes = 1;
+    std::optional<std::string> key;  // maps: the key waiting for its value
+  };
+
+  [[noreturn]] static void fail(const YAML::Mark& mark, const std::string& what,
+                                webhook::ErrorCode code) {
+    throw StopParsing{{code, (code == webhook::ErrorCode::kInvalidArgument
+                                  ? "not valid YAML: line " + std::to_string(mark.line + 1) + ": "
+                                  : std::string()) +
+                                 what}};
+  }
+
+  void spend(std::size_t nodes, const YAML::Mark& mark) {
+    count_ += nodes;
+    if (count_ > budget_) {
+      fail(mark,
+           "YAML aliases expand to more than " + std::to_string(budget_) +
+               " values, far more than the text holds; refusing it (an alias bomb?)",
+           webhook::ErrorCode::kResourceExhausted);
+    }
+  }
+
+  void open(json value, YAML::anchor_t anchor, const YAML::Mark& mark) {
+    if (stack_.size() >= static_cast<std::size_t>(admission::kMaxJsonDepth)) {
+      fail(mark,
+           "YAML nesting is deeper than " + std::to_string(admission::kMaxJsonDepth) +
+               " levels; a Kubernetes object is far shallower",
+           webhook::ErrorCode::kResourceExhausted);
+    }
+    spend(1, mark);
+    stack_.push_back({std::move(value), anchor, 1, std::nullopt});
+  }
+
+  void close() {
+    Frame f = std::move(stack_.back());
+    stack_.pop_back();
+    add(std::move(f.value), f.anchor, f.nodes, YAML::Mark());
+  }
+
+  // Places a finished value (already paid for) into its parent, or as the document root.
+  void add(json value, YAML::anchor_t anchor, std::size_t nodes, const YAML::Mark& mark) {
+    if (anchor != 0) {
+      anchors_[anchor] = {value, nodes};
+    }
+    if (stack_.empty()) {
+      root_ = std::move(value);
+      return;
+    }
+    Frame& parent = stack_.back();
+    parent.nodes += nodes;
+    if (parent.value.is_array()) {
+      parent.value.push_back(std::move(value));
+      return;
+    }
+    if (!parent.key) {
+      if (!value.is_string() && !value.is_number() && !value.is_boolean() && !value.is_null()) {
+        fail(mark, "a map key is not a plain string; Kubernetes objects use string keys",
+             webhook::ErrorCode::kInvalidArgument);
+      }
+      parent.key = value.is_string() ? value.get<std::string>() : value.dump();
+      return;
+    }
+    parent.value[*parent.key] = std::move(value);
+    parent.key.reset();
+  }
+
   std::size_t budget_;
   std::size_t count_ = 0;
+  std::vector<Frame> stack_;
+  std::map<YAML::anchor_t, std::pair<json, std::size_t>> anchors_;
+  json root_;
+  YAML::Mark start_;
 };
 
 webhook::Result<std::vector<json>> parse_json(std::string_view text) {
@@ -154,9 +227,35 @@ webhook::Result<std::vector<json>> parse_json(std::string_view text) {
 }
 
 webhook::Result<std::vector<json>> parse_yaml(std::string_view text) {
-  std::vector<YAML::Node> docs;
+  constexpr std::size_t kMaxDocuments = 10'000;
+  std::istringstream in{std::string(text)};
+  // Aliases may repeat values; a document holds at most a few values per byte of text.
+  JsonBuilder builder(4 * text.size() + 10'000);
+  std::vector<json> out;
   try {
-    docs = YAML::LoadAll(std::string(text));
+    YAML::Parser parser(in);
+    std::size_t documents = 0;
+    int last_start = -1;
+    while (parser.HandleNextDocument(builder)) {
+      // yaml-cpp 0.7 can report the same document forever on some malformed input (LoadAll
+      // hangs on it): stop when a document starts where the previous one did.
+      if (builder.document_start() == last_start) {
+        return webhook::invalid_argument("not valid YAML: line " +
+                                         std::to_string(builder.document_line() + 1) +
+                                         ": the document cannot be parsed");
+      }
+      last_start = builder.document_start();
+      if (++documents > kMaxDocuments) {
+        return webhook::Error{webhook::ErrorCode::kResourceExhausted,
+                              "more than " + std::to_string(kMaxDocuments) + " YAML documents"};
+      }
+      json doc = builder.take();
+      if (!doc.is_null()) {
+        out.push_back(std::move(doc));
+      }
+    }
+  } catch (const StopParsing& stop) {
+    return stop.error;
   } catch (const YAML::DeepRecursion&) {
     return webhook::Error{webhook::ErrorCode::kResourceExhausted,
                           "YAML nesting is deeper than " +
@@ -166,18 +265,6 @@ webhook::Result<std::vector<json>> parse_yaml(std::string_view text) {
     return webhook::invalid_argument("not valid YAML: line " + std::to_string(e.mark.line + 1) +
                                      ", column " + std::to_string(e.mark.column + 1) + ": " +
                                      e.msg);
-  }
-  // Aliases may repeat nodes; a document can hold at most a few values per byte of text.
-  Converter converter(4 * text.size() + 10'000);
-  std::vector<json> out;
-  for (const YAML::Node& d : docs) {
-    webhook::Result<json> v = converter.convert(d, 0);
-    if (!v) {
-      return v.error();
-    }
-    if (!v->is_null()) {
-      out.push_back(std::move(v).value());
-    }
   }
   return out;
 }

@@ -45,6 +45,10 @@ webhook::Result<int> chip_quantity(const json& q, std::string_view field) {
     n = q.get<std::uint64_t>() <= kMaxChipsPerContainer
             ? std::optional<std::int64_t>(static_cast<std::int64_t>(q.get<std::uint64_t>()))
             : std::nullopt;
+  } else if (q.is_number_integer()) {
+    // A signed integer: what a YAML `google.com/tpu: 4` becomes (webhook-dryrun).
+    std::int64_t v = q.get<std::int64_t>();
+    n = v >= 0 && v <= kMaxChipsPerContainer ? std::optional<std::int64_t>(v) : std::nullopt;
   } else if (q.is_string()) {
     n = topology::parse_non_negative(q.get_ref<const std::string&>(), kMaxChipsPerContainer);
   }
@@ -93,6 +97,12 @@ webhook::Status check_env(const json& container, const std::string& where) {
   if (env == nullptr || env->is_null()) {
     return {};
   }
+  if (env->size() > kMaxEnvEntries) {
+    return webhook::Error{webhook::ErrorCode::kResourceExhausted,
+                          where + ".env has " + std::to_string(env->size()) +
+                              " entries; the webhook handles at most " +
+                              std::to_string(kMaxEnvEntries) + " per container"};
+  }
   for (std::size_t i = 0; i < env->size(); ++i) {
     const json& e = (*env)[i];
     std::string field = where + ".env[" + std::to_string(i) + "]";
@@ -140,6 +150,12 @@ webhook::Result<std::vector<TpuContainer>> find_tpu_containers(const json* conta
   if (!containers->is_array()) {
     return invalid_argument(std::string(where) + " must be an array, got " +
                             type_name(*containers));
+  }
+  if (containers->size() > kMaxContainers) {
+    return webhook::Error{webhook::ErrorCode::kResourceExhausted,
+                          std::string(where) + " has " + std::to_string(containers->size()) +
+                              " containers; the webhook handles at most " +
+                              std::to_string(kMaxContainers)};
   }
   for (std::size_t i = 0; i < containers->size(); ++i) {
     const json& c = (*containers)[i];

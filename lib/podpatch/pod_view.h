@@ -20,6 +20,11 @@
 
 namespace podpatch {
 
+// Bounds on what one Pod may make the webhook process (refused with ResourceExhausted). Real
+// worker Pods have a handful of containers and a few dozen env entries.
+inline constexpr std::size_t kMaxContainers = 256;
+inline constexpr std::size_t kMaxEnvEntries = 4096;
+
 // A container with a non-zero google.com/tpu request or limit (SPEC Terms "TPU container").
 struct TpuContainer {
   int index = 0;          // position in spec.containers

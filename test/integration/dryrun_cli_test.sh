@@ -47,8 +47,9 @@ for i in range(1, 12):
 PY
 printf 'apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\n' >"$WORK/deployment.yaml"
 printf '42\n' >"$WORK/scalar.yaml"
+cp "$ROOT/test/fixtures/regressions/yaml-cpp-loadall-hang.yaml" "$WORK/"
 for case in empty.yaml truncated.json broken.yaml binary.bin deep.json deep.yaml bomb.yaml \
-            deployment.yaml scalar.yaml does-not-exist.yaml; do
+            deployment.yaml scalar.yaml does-not-exist.yaml yaml-cpp-loadall-hang.yaml; do
   timeout 30 "$BIN" "$WORK/$case" >"$WORK/out" 2>"$WORK/err"
   code=$?
   [ "$code" -eq 2 ] || fail "$case: exit $code, want 2"

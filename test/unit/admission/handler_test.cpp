@@ -180,3 +180,27 @@ TEST_CASE("V1: validation scope", "[admission][handler][validate]") {
     CHECK(out.reason == "malformed_object");
   }
 }
+
+TEST_CASE("bounds: too many containers or env entries are refused, not processed",
+          "[admission][handler][bounds]") {
+  testing::Harness h;
+  json many_containers = worker("v6e-16-multihost-worker-indexed.json");
+  json c = many_containers["spec"]["containers"][0];
+  for (int i = 0; i < 300; ++i) {
+    c["name"] = "c" + std::to_string(i);
+    many_containers["spec"]["containers"].push_back(c);
+  }
+  admission::Response out = h.handler.mutate(testing::pod_request(many_containers));
+  CHECK_FALSE(out.allowed);
+  CHECK(out.code == 413);
+  CHECK_THAT(out.message, Catch::Contains("301 containers") && Catch::Contains("at most 256"));
+
+  json many_env = worker("v6e-16-multihost-worker-indexed.json");
+  for (int i = 0; i < 5000; ++i) {
+    many_env["spec"]["containers"][0]["env"].push_back({{"name", "V" + std::to_string(i)}, {"value", "x"}});
+  }
+  out = h.handler.mutate(testing::pod_request(many_env));
+  CHECK_FALSE(out.allowed);
+  CHECK(out.code == 413);
+  CHECK_THAT(out.message, Catch::Contains(".env has 5015 entries"));
+}

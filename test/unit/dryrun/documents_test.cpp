@@ -103,6 +103,9 @@ TEST_CASE("bad inputs are refused with a clear message, never a crash", "[dryrun
       {"150-deep block nesting", deep_block, "deeper than 100"},
       {"alias bomb", bomb, "alias"},
       {"complex key", "? [a, b]\n: c\n", "not a plain string"},
+      // Found by fuzz/documents_fuzz: yaml-cpp 0.7's LoadAll repeats one document forever.
+      {"yaml-cpp endless document", " \"Pod\",\n  \"a\"adata\":Ve {\n   ", "cannot be parsed"},
+      {"recursive alias", "a: &x [1, *x]\n", "not valid YAML"},
   }));
   CAPTURE(name);
   auto docs = dryrun::parse_documents(text);
