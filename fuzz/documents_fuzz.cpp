@@ -1,6 +1,7 @@
 // libFuzzer target (c): webhook-dryrun's input path — YAML/JSON -> JSON conversion, input-kind
 // detection, RayCluster expansion and the Handler — on stdin, as `webhook-dryrun -o json -`.
-// Property: never a crash; exit status 0, 1 or 2; status 2 writes exactly one line on stderr.
+// Property: never a crash; exit status 0, 1 or 2; status 2 writes nothing on stdout and exactly
+// one line on stderr (inputs are checked before anything runs).
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -19,7 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   if (code == 2) {
     std::string e = err.str();
-    if (std::count(e.begin(), e.end(), '\n') != 1) {
+    if (std::count(e.begin(), e.end(), '\n') != 1 || !out.str().empty()) {
       __builtin_trap();
     }
   }

@@ -264,13 +264,51 @@ std::optional<Failure> load_existing(const Options& o, std::istream& in, Cluster
   return std::nullopt;
 }
 
+// What can be known wrong with an input before anything runs, so a bad input changes nothing:
+// an unsupported kind, an output format that does not apply, a RayCluster or worker group without
+// a name, an AdmissionReview without a readable uid.
+std::optional<Failure> check_item(const Item& item, const Options& o) {
+  if (item.kind == "Pod") {
+    return std::nullopt;
+  }
+  if (item.kind == "RayCluster") {
+    if (o.output == "patch") {
+      return Failure{item.where + ": -o patch applies to Pods; for a RayCluster use table, yaml, "
+                                  "json or review"};
+    }
+    if (string_member(member(item.object, "metadata"), "name").value_or("").empty()) {
+      return Failure{item.where + ": the RayCluster has no metadata.name"};
+    }
+    const json* groups = member(item.object, "spec", "workerGroupSpecs");
+    if (groups != nullptr && groups->is_array()) {
+      for (std::size_t i = 0; i < groups->size(); ++i) {
+        if (string_member(&(*groups)[i], "groupName").value_or("").empty()) {
+          return Failure{item.where + ": spec.workerGroupSpecs[" + std::to_string(i) +
+                         "] has no groupName"};
+        }
+      }
+    }
+    return std::nullopt;
+  }
+  if (item.kind == "AdmissionReview") {
+    admission::Decoded d = admission::decode(admission::dump_json(item.object));
+    if (!d.request && d.uid.empty()) {
+      return Failure{item.where + ": " + d.error.message};
+    }
+    return std::nullopt;
+  }
+  return Failure{item.where + ": kind " + item.kind +
+                 " is not supported; webhook-dryrun reads Pod, RayCluster, AdmissionReview or a "
+                 "List of them"};
+}
+
 class Runner {
  public:
   Runner(const Options& o, CliIo io, Cluster& cluster)
       : o_(o), io_(io), cluster_(cluster),
         handler_(o.config, cluster.pods, cluster.nodes, cluster.services) {}
 
-  // Returns the exit code for one item, or a Failure.
+  // Returns the exit code for one item that passed check_item, or a Failure.
   Parsed<int> run(Item& item) {
     if (item.kind == "Pod") {
       return run_pod(item);
@@ -278,12 +316,7 @@ class Runner {
     if (item.kind == "RayCluster") {
       return run_cluster(item);
     }
-    if (item.kind == "AdmissionReview") {
-      return run_review(item);
-    }
-    return Failure{item.where + ": kind " + item.kind +
-                   " is not supported; webhook-dryrun reads Pod, RayCluster, AdmissionReview or "
-                   "a List of them"};
+    return run_review(item);
   }
 
  private:
@@ -359,10 +392,6 @@ class Runner {
 
   Parsed<int> run_cluster(Item& item) {
     std::string out = o_.output.empty() ? "table" : o_.output;
-    if (out == "patch") {
-      return Failure{item.where + ": -o patch applies to Pods; for a RayCluster use table, yaml, "
-                                  "json or review"};
-    }
     const json* md = member(item.object, "metadata");
     std::string name(string_member(md, "name").value_or(""));
     std::string ns(string_member(md, "namespace").value_or(o_.default_namespace));
@@ -427,10 +456,7 @@ class Runner {
     std::string text = admission::dump_json(item.object);
     admission::Decoded d = admission::decode(text);
     admission::Response r;
-    if (!d.request) {
-      if (d.uid.empty()) {
-        return Failure{item.where + ": " + d.error.message};
-      }
+    if (!d.request) {  // check_item made sure the uid is readable
       r = admission::denied(d.uid, d.error, "malformed_request");
     } else {
       std::vector<std::string> notes;
@@ -534,8 +560,8 @@ int run_cli(const std::vector<std::string>& args, CliIo io) {
     io.err << "webhook-dryrun: " << f->line << "\n";
     return kExitUsage;
   }
-  Runner runner(o, io, cluster);
-  int code = kExitAdmitted;
+  // Read and check every input first: an unreadable one stops the run before any output.
+  std::vector<Item> all;
   for (const std::string& path : o.files) {
     Parsed<std::vector<Item>> items = load_items(path, io.in);
     if (auto* f = std::get_if<Failure>(&items)) {
@@ -543,13 +569,22 @@ int run_cli(const std::vector<std::string>& args, CliIo io) {
       return kExitUsage;
     }
     for (Item& item : std::get<std::vector<Item>>(items)) {
-      Parsed<int> result = runner.run(item);
-      if (auto* f = std::get_if<Failure>(&result)) {
+      if (std::optional<Failure> f = check_item(item, o)) {
         io.err << "webhook-dryrun: " << f->line << "\n";
         return kExitUsage;
       }
-      code = std::max(code, std::get<int>(result));
+      all.push_back(std::move(item));
     }
+  }
+  Runner runner(o, io, cluster);
+  int code = kExitAdmitted;
+  for (Item& item : all) {
+    Parsed<int> result = runner.run(item);
+    if (auto* f = std::get_if<Failure>(&result)) {
+      io.err << "webhook-dryrun: " << f->line << "\n";
+      return kExitUsage;
+    }
+    code = std::max(code, std::get<int>(result));
   }
   return code;
 }

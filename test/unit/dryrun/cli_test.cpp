@@ -270,6 +270,10 @@ TEST_CASE("bad usage and unreadable input: exit 2, one line on stderr naming the
   TempFile rc(testing::read_text(fixture("gke-tutorial/ray-cluster.tpu-v6e-multihost.yaml")));
   TempFile existing_wrong("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n");
   std::string missing = (fs::temp_directory_path() / "webhook-dryrun-no-such-file.yaml").string();
+  std::string rc_text = testing::read_text(fixture("rayclusters/valid/subslice-2x4-of-4x4.yaml"));
+  TempFile nameless(std::string(rc_text).replace(rc_text.find("name: ray-torchtpu-cluster"), 26,
+                                                 "name\xff: ray-torchtpu-cluster"));
+  TempFile groupless(std::string(rc_text).replace(rc_text.find("groupName: v6e-16"), 17, "groupName: ''"));
   auto [name, args, message] = GENERATE_COPY(table<std::string, std::vector<std::string>, std::string>({
       {"empty file", {empty.path()}, "empty input"},
       {"truncated JSON", {truncated.path()}, "not valid JSON"},
@@ -292,6 +296,9 @@ TEST_CASE("bad usage and unreadable input: exit 2, one line on stderr naming the
       {"patch of a RayCluster", {"-o", "patch", rc.path()}, "-o patch applies to Pods"},
       {"existing of wrong kind", {"--existing", existing_wrong.path(), rc.path()}, "kind ConfigMap"},
       {"existing missing", {"--existing", missing, rc.path()}, "cannot open"},
+      {"RayCluster without a name (found by fuzzing)", {nameless.path()}, "no metadata.name"},
+      {"worker group without a name", {groupless.path()}, "has no groupName"},
+      {"a good input before a bad one", {rc.path(), wrong_kind.path()}, "kind Deployment"},
   }));
   CAPTURE(name);
   Run r = run(args);
