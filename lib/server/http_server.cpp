@@ -215,12 +215,12 @@ bool HttpServer::process_and_close_socket(socket_t sock) {
       break;
     }
     conn.start_request();
-    ++served;
-    bool last = stopping_ || served >= options_.max_requests_per_connection;
+    bool last = stopping_ || served + 1 >= options_.max_requests_per_connection;
     bool connection_closed = false;
     requests = {};
     ok = process_request(conn, last, connection_closed, nullptr);
     ok = conn.flush() && ok;
+    served += ok ? 1 : 0;
     if (!ok) {
       why = conn.over_budget() ? "request over the size limit" : conn.error();
     }
