@@ -76,7 +76,7 @@ TEST_CASE("every flag is read in Go's forms", "[flags]") {
   CHECK(f.verbosity == 4);
 }
 
-TEST_CASE("--help and --version stop parsing", "[flags]") {
+TEST_CASE("help and version flags stop parsing", "[flags]") {
   CHECK(parse_ok({"--help"}).help);
   CHECK(parse_ok({"-h"}).help);
   CHECK(parse_ok({"-help", "--bogus"}).help);
@@ -85,7 +85,7 @@ TEST_CASE("--help and --version stop parsing", "[flags]") {
   CHECK(server::version_text().starts_with("kuberay-tpu-webhook "));
 }
 
-TEST_CASE("--server-cert and --server-key carry base64 PEM", "[flags]") {
+TEST_CASE("the base64 flags --server-cert and --server-key carry PEM", "[flags]") {
   std::string cert = admission::base64_encode("-----BEGIN CERTIFICATE-----\nx\n");
   std::string key = admission::base64_encode("-----BEGIN PRIVATE KEY-----\ny\n");
   server::Flags f = parse_ok({"--server-cert=" + cert, "--server-key=" + key});
