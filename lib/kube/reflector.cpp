@@ -11,15 +11,20 @@ std::uint64_t pick_seed(std::uint64_t seed) {
   return seed != 0 ? seed : std::random_device{}();
 }
 
-// The message of a metav1.Status body, else the body's start.
-std::string status_message(const std::string& body) {
-  nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
-  if (j.is_object()) {
-    if (auto it = j.find("message"); it != j.end() && it->is_string()) {
-      return it->get<std::string>();
+// The message of a metav1.Status object; "" when it has none.
+std::string status_message(const nlohmann::json& status) {
+  if (status.is_object()) {
+    if (auto it = status.find("message"); it != status.end() && it->is_string()) {
+      return it->get<std::string>().substr(0, 500);
     }
   }
-  return body.substr(0, 200);
+  return "";
+}
+
+// The message of a metav1.Status body, else the body's start.
+std::string status_message(const std::string& body) {
+  std::string m = status_message(nlohmann::json::parse(body, nullptr, false));
+  return m.empty() ? body.substr(0, 200) : m;
 }
 
 std::string resource_version_of(const nlohmann::json& object) {
@@ -158,7 +163,7 @@ Reflector::WatchEnd Reflector::watch(std::string& resource_version, std::stop_to
         gone = true;
       }
       return webhook::Error{webhook::ErrorCode::kUnavailable,
-                            "ERROR event: " + status_message(object.dump())};
+                            "ERROR event: " + status_message(object)};
     }
     std::string rv = resource_version_of(object);
     if (type == "BOOKMARK") {
@@ -186,8 +191,8 @@ Reflector::WatchEnd Reflector::watch(std::string& resource_version, std::stop_to
       [&](int code) {
         if (code == 200) {
           connected = true;
-          ++counters_.watches;
           sink_.watch_connected(true);
+          ++counters_.watches;
         }
       });
   if (connected) {

@@ -212,7 +212,7 @@ TEST_CASE("A dropped watch resumes from its resourceVersion without a relist") {
   api.drop_watches();
   REQUIRE(eventually([&] {
     for (const std::string& q : api.queries()) {
-      if (q.find("watch=1") != std::string::npos &&
+      if (q.starts_with("/api/v1/pods?") && q.find("watch=1") != std::string::npos &&
           q.find("resourceVersion=" + rv) != std::string::npos) {
         return true;
       }
