@@ -30,7 +30,7 @@ if [[ ! -x "$BUILD/cmd/webhook/kuberay-tpu-webhook" || ! -x "$BUILD/bench/make-r
   cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 fi
 [[ -n "${BENCH_NO_BUILD:-}" ]] || cmake --build "$BUILD" -j"$(nproc)" --target kuberay-tpu-webhook make-review >/dev/null
-WEBHOOK="$BUILD/cmd/webhook/kuberay-tpu-webhook"
+WEBHOOK="${WEBHOOK:-$BUILD/cmd/webhook/kuberay-tpu-webhook}"
 
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/webhook-bench.XXXXXX")"
 PIDS=()
@@ -125,13 +125,26 @@ wrk.body = f:read("*a")
 f:close()
 EOF
 
-run_wrk() {  # name url -> $WORK/<name>.wrk
-  wrk -t"$THREADS" -c"$CONNECTIONS" -d"$WARMUP" -s "$WORK/post.lua" "$2" >/dev/null
-  wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" -s "$WORK/post.lua" --latency "$2" > "$WORK/$1.wrk"
+cpu_ticks() {  # user+system clock ticks of the given processes
+  local total=0
+  for p in "$@"; do
+    total=$((total + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0)))
+  done
+  echo "$total"
 }
 
-run_wrk nginx "https://127.0.0.1:$NG_PORT/mutate"
-run_wrk webhook "https://127.0.0.1:$WH_PORT/mutate"
+run_wrk() {  # name url pids... -> $WORK/<name>.wrk and $WORK/<name>.cpu (server CPU seconds)
+  local name="$1" url="$2"
+  shift 2
+  wrk -t"$THREADS" -c"$CONNECTIONS" -d"$WARMUP" -s "$WORK/post.lua" "$url" >/dev/null
+  local before
+  before="$(cpu_ticks "$@")"
+  wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" -s "$WORK/post.lua" --latency "$url" > "$WORK/$name.wrk"
+  echo "$(( $(cpu_ticks "$@") - before )) $(getconf CLK_TCK)" > "$WORK/$name.cpu"
+}
+
+run_wrk nginx "https://127.0.0.1:$NG_PORT/mutate" $(pgrep -P "$NG_PID") "$NG_PID"
+run_wrk webhook "https://127.0.0.1:$WH_PORT/mutate" "$WH_PID"
 
 peak_rss_kib() { awk '/^VmHWM:/ {print $2}' "/proc/$1/status"; }
 WH_RSS="$(peak_rss_kib "$WH_PID")"
@@ -155,7 +168,10 @@ def parse(name):
         return v / 1000 if unit == "us" else v * 1000 if unit == "s" else v
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
     sock = re.search(r"Socket errors: (.*)", text)
-    return {"rps": rps, "p50": pct(50), "p99": pct(99),
+    ticks, hz = open(f"{work}/{name}.cpu").read().split()
+    total = float(re.search(r"(\d+) requests in", text).group(1))
+    cpu_us = int(ticks) / int(hz) * 1e6 / max(total, 1)
+    return {"rps": rps, "p50": pct(50), "p99": pct(99), "cpu_us": cpu_us,
             "non2xx": int(errors.group(1)) if errors else 0,
             "socket": sock.group(1) if sock else "none"}
 
@@ -164,10 +180,11 @@ ratio = w["rps"] / n["rps"]
 rss_mib = int(wh_rss) / 1024
 print(f"kuberay-tpu-webhook benchmark: {conns} keep-alive TLS connections, {duration}, wrk POST of the")
 print("GKE tutorial's v6e worker Pod AdmissionReview (3.8 KB) on 127.0.0.1\n")
-print(f"{'server':<22}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'peak RSS MiB':>15}")
-print(f"{'nginx (static answer)':<22}{n['rps']:>10.0f}{n['p50']:>10.2f}{n['p99']:>10.2f}{int(ng_rss)/1024:>15.1f}")
-print(f"{'kuberay-tpu-webhook':<22}{w['rps']:>10.0f}{w['p50']:>10.2f}{w['p99']:>10.2f}{rss_mib:>15.1f}")
+print(f"{'server':<22}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'peak RSS MiB':>15}{'CPU us/req':>12}")
+print(f"{'nginx (static answer)':<22}{n['rps']:>10.0f}{n['p50']:>10.2f}{n['p99']:>10.2f}{int(ng_rss)/1024:>15.1f}{n['cpu_us']:>12.0f}")
+print(f"{'kuberay-tpu-webhook':<22}{w['rps']:>10.0f}{w['p50']:>10.2f}{w['p99']:>10.2f}{rss_mib:>15.1f}{w['cpu_us']:>12.0f}")
 print(f"\nthroughput ratio webhook/nginx: {ratio:.2f}")
+print("CPU us/req: the server's own CPU time per request (less sensitive to other load than req/s)")
 print(f"webhook errors: non-2xx {w['non2xx']}, socket {w['socket']}; admission log lines: {admissions}")
 def verdict(ok): return "met" if ok else "MISSED"
 print(f"targets: ratio >= 0.25 {verdict(ratio >= 0.25)}; p99 <= 2 ms {verdict(w['p99'] <= 2)}; "
