@@ -15,6 +15,8 @@
 
 #include "admission/handler.h"
 #include "admission/static_sources.h"
+#include "kube/config.h"
+#include "kube/live_cluster.h"
 #include "server/flags.h"
 #include "server/log.h"
 #include "server/server.h"
@@ -90,29 +92,78 @@ int main(int argc, char** argv) {
     std::cout << server::version_text() << "\n";
     return 0;
   }
-  if (flags->legacy_indexing == server::LegacyIndexing::kOn) {
-    std::cerr << "kuberay-tpu-webhook: --legacy-indexing=on needs Kubernetes API access to list "
-                 "and watch Pods, which this build does not have yet; use "
-                 "--legacy-indexing=off (KubeRay >= 1.5 with RayMultiHostIndexing needs none)\n";
-    return kExitUsage;
-  }
 
   std::shared_ptr<spdlog::logger> logger = server::make_stderr_logger(flags->log_format);
   spdlog::set_default_logger(logger);
   server::Log log(logger, flags->log_format, flags->verbosity);
   log.info("starting", {{"version", server::version_text()},
-                        {"kuberay_version", flags->handler.kuberay.text()},
-                        {"legacy_indexing", "off"}});
+                        {"kuberay_version", flags->handler.kuberay.text()}});
 
-  // Without API access: Pods lacking KubeRay's index labels are denied with a message saying how
-  // to fix it, Nodes cannot be listed and headless Service names follow --kuberay-version.
-  admission::DisabledPodSource pods;
-  admission::StaticNodeSource nodes(/*listable=*/false);
-  admission::StaticServiceSource services;
-  admission::Handler handler(flags->handler, pods, nodes, services);
+  // Legacy placement (SPEC M3.3) watches the cluster through the API: --legacy-indexing=on
+  // requires it, auto uses it when an API configuration is found (in a Pod, always).
+  std::unique_ptr<kube::LiveCluster> live;
+  if (flags->legacy_indexing != server::LegacyIndexing::kOff) {
+    webhook::Result<kube::ClusterConfig> api = kube::load_config(flags->kube_config_path);
+    if (!api && flags->legacy_indexing == server::LegacyIndexing::kOn) {
+      log.error("cannot start: --legacy-indexing=on needs Kubernetes API access",
+                {{"error", api.error().message}});
+      log.flush();
+      return kExitStartup;
+    }
+    if (api) {
+      kube::LiveClusterOptions options;
+      options.reservation_ttl = flags->reservation_ttl;
+      options.log = [&log](kube::LogLevel level, const std::string& line) {
+        switch (level) {
+          case kube::LogLevel::kDebug:
+            log.debug(1, "kube", {{"event", line}});
+            break;
+          case kube::LogLevel::kInfo:
+            log.info("kube", {{"event", line}});
+            break;
+          case kube::LogLevel::kWarning:
+            log.warn("kube", {{"event", line}});
+            break;
+          case kube::LogLevel::kError:
+            log.error("kube", {{"event", line}});
+            break;
+        }
+      };
+      webhook::Result<std::unique_ptr<kube::LiveCluster>> created =
+          kube::LiveCluster::create(*api, std::move(options));
+      if (!created) {
+        log.error("cannot start: Kubernetes API configuration",
+                  {{"error", created.error().message}});
+        log.flush();
+        return kExitStartup;
+      }
+      live = std::move(*created);
+    } else {
+      log.info("legacy placement off: no Kubernetes API configuration",
+               {{"reason", api.error().message}});
+    }
+  }
+  log.info("legacy placement", {{"enabled", live != nullptr},
+                                {"api", live ? live->server() : std::string()}});
 
-  webhook::Result<std::unique_ptr<server::WebhookServer>> srv =
-      server::WebhookServer::start(server::server_config(*flags), handler, log, {});
+  // Without legacy placement: Pods lacking KubeRay's index labels are denied with a message
+  // saying how to fix it, Nodes cannot be listed and headless Service names follow
+  // --kuberay-version.
+  admission::DisabledPodSource no_pods;
+  admission::StaticNodeSource no_nodes(/*listable=*/false);
+  admission::StaticServiceSource no_services;
+  admission::Handler handler(flags->handler, live ? live->pods() : no_pods,
+                             live ? live->nodes() : no_nodes,
+                             live ? live->services() : no_services);
+  server::ServerExtensions extensions;
+  if (live) {
+    extensions.readiness.push_back({"pods-synced", [&live] { return live->pods_synced(); }});
+    extensions.metrics = [&live] { return live->metrics_text(); };
+    live->start();
+  }
+
+  webhook::Result<std::unique_ptr<server::WebhookServer>> srv = server::WebhookServer::start(
+      server::server_config(*flags), handler, log, std::move(extensions));
   if (!srv) {
     log.error("cannot start", {{"error", srv.error().message}});
     log.flush();
@@ -122,6 +173,9 @@ int main(int argc, char** argv) {
   {
     SignalWatcher signals(**srv, log, server::drain_delay(flags->shutdown_timeout));
     drained = (*srv)->wait();
+  }
+  if (drained && live) {
+    live->stop();
   }
   log.flush();
   if (!drained) {

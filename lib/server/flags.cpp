@@ -373,7 +373,7 @@ Placement:
                                   configured; this build has none, so auto means off)
   --kube-config-path=FILE         kubeconfig for API access (default: in-cluster config)
   --reservation-ttl=DURATION      how long a legacy placement is held for a Pod the API has not
-                                  shown yet (default 30s)
+                                  shown yet (default 10s)
   --kuberay-version=VERSION       KubeRay operator version (default 1.6); 1.3 or older names
                                   the headless Service <cluster>-headless-worker-svc
   --tpu-process-port-base=N       first slicebuilder/TPU process port (default 8471)

@@ -43,7 +43,7 @@ struct Flags {
   std::string server_key_pem;
   std::string kube_config_path;
   LegacyIndexing legacy_indexing = LegacyIndexing::kAuto;
-  std::chrono::milliseconds reservation_ttl{30'000};
+  std::chrono::milliseconds reservation_ttl{10'000};
   admission::Config handler;  // --kuberay-version and the port bases
   std::size_t max_body_bytes = 7 * 1024 * 1024;
   std::chrono::milliseconds read_timeout{10'000};

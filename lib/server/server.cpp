@@ -131,16 +131,16 @@ std::chrono::milliseconds drain_delay(std::chrono::milliseconds shutdown_timeout
 }
 
 WebhookServer::WebhookServer(const ServerConfig& config, const admission::Handler& handler,
-                             const Log& log, std::vector<ReadinessCheck> checks)
+                             const Log& log, ServerExtensions extensions)
     : config_(config),
       log_(log),
-      checks_(std::move(checks)),
+      extensions_(std::move(extensions)),
       service_(handler, metrics_, log, config.max_body_bytes) {}
 
 webhook::Result<std::unique_ptr<WebhookServer>> WebhookServer::start(
     const ServerConfig& config, const admission::Handler& handler, const Log& log,
-    std::vector<ReadinessCheck> checks) {
-  std::unique_ptr<WebhookServer> s(new WebhookServer(config, handler, log, std::move(checks)));
+    ServerExtensions extensions) {
+  std::unique_ptr<WebhookServer> s(new WebhookServer(config, handler, log, std::move(extensions)));
   if (webhook::Status st = s->init(); !st) {
     return st.error();
   }
@@ -274,7 +274,11 @@ void WebhookServer::install_routes() {
   });
   health_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     metrics_.set_ready(not_ready_reason().empty());
-    res.set_content(metrics_.render(), "text/plain; version=0.0.4; charset=utf-8");
+    std::string text = metrics_.render();
+    if (extensions_.metrics) {
+      text += extensions_.metrics();
+    }
+    res.set_content(text, "text/plain; version=0.0.4; charset=utf-8");
   });
   json_errors(*health_);
 }
@@ -301,7 +305,7 @@ std::string WebhookServer::not_ready_reason() const {
     return "no serving certificate";
   }
   std::string failing;
-  for (const ReadinessCheck& c : checks_) {
+  for (const ReadinessCheck& c : extensions_.readiness) {
     if (!c.ready()) {
       failing += (failing.empty() ? "" : ", ") + c.name;
     }

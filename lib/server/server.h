@@ -52,10 +52,17 @@ struct ServerConfig {
 // The server part of the command line.
 ServerConfig server_config(const Flags& flags);
 
-// A named readiness condition, e.g. {"pods-synced", [&] { return registry.synced(); }}.
+// A named readiness condition, e.g. {"pods-synced", [&] { return live->pods_synced(); }}.
 struct ReadinessCheck {
   std::string name;
   std::function<bool()> ready;
+};
+
+// What other parts of the process add to the server: readiness conditions, and Prometheus text
+// appended to /metrics (e.g. [&] { return live->metrics_text(); }: HELP and TYPE included).
+struct ServerExtensions {
+  std::vector<ReadinessCheck> readiness;
+  std::function<std::string()> metrics;
 };
 
 // How long SIGTERM keeps the HTTPS port accepting after /readyz turned 503, so Service
@@ -67,9 +74,10 @@ class WebhookServer {
   // Loads the certificate, binds both ports and starts serving. InvalidArgument for a
   // certificate or key that does not load (naming the file and the reason), Unavailable for a
   // port that cannot be bound. `handler` and `log` must outlive the server.
-  static webhook::Result<std::unique_ptr<WebhookServer>> start(
-      const ServerConfig& config, const admission::Handler& handler, const Log& log,
-      std::vector<ReadinessCheck> checks);
+  static webhook::Result<std::unique_ptr<WebhookServer>> start(const ServerConfig& config,
+                                                               const admission::Handler& handler,
+                                                               const Log& log,
+                                                               ServerExtensions extensions = {});
 
   ~WebhookServer();  // an immediate shutdown, then joins (unless wait() returned false)
   WebhookServer(const WebhookServer&) = delete;
@@ -94,14 +102,14 @@ class WebhookServer {
 
  private:
   WebhookServer(const ServerConfig& config, const admission::Handler& handler, const Log& log,
-                std::vector<ReadinessCheck> checks);
+                ServerExtensions extensions);
   webhook::Status init();
   void install_routes();
   void on_reload(bool ok, const std::string& detail, const std::shared_ptr<const Identity>& id);
 
   ServerConfig config_;
   const Log& log_;
-  std::vector<ReadinessCheck> checks_;
+  ServerExtensions extensions_;
   Metrics metrics_;
   AdmissionService service_;
   std::unique_ptr<IdentityStore> identities_;

@@ -649,9 +649,6 @@ def command_line(work):
           "bad flag: %d %r" % (r.returncode, r.stderr))
     r = run([BINARY, "--read-timeout=10"])
     check(r.returncode == 2 and "missing unit" in r.stderr, "bad value: %r" % r.stderr)
-    r = run([BINARY, "--legacy-indexing=on"])
-    check(r.returncode == 2 and "legacy-indexing=on" in r.stderr and r.stderr.count("\n") == 1,
-          "--legacy-indexing=on must fail fast: %r" % r.stderr)
     r = run([BINARY, "--help"])
     check(r.returncode == 0 and "--bind-address" in r.stdout, "--help")
     r = run([BINARY, "--version"])
@@ -662,6 +659,19 @@ def command_line(work):
         check(code == 1 and "missing.crt" in wh.log_text(), "missing certificate: %d %s" % (code, wh.log_text()))
     certs = Certs(work)
     crt, key = certs.issue("webhook")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
+    r = subprocess.run([BINARY, "--tls-cert-file=" + crt, "--tls-private-key-file=" + key,
+                        "--bind-address=127.0.0.1:0", "--health-address=127.0.0.1:0",
+                        "--legacy-indexing=on", "--kube-config-path=" + os.path.join(work, "none")],
+                       capture_output=True, text=True, timeout=30, env=env)
+    check(r.returncode == 1 and "--legacy-indexing=on needs Kubernetes API access" in r.stderr
+          and os.path.join(work, "none") in r.stderr,
+          "--legacy-indexing=on without an API must fail at start: %r" % r.stderr)
+    r = subprocess.run([BINARY, "--tls-cert-file=" + crt, "--tls-private-key-file=" + key,
+                        "--bind-address=127.0.0.1:0", "--health-address=127.0.0.1:0",
+                        "--legacy-indexing=auto", "--version"], capture_output=True, text=True,
+                       timeout=30, env=env)
+    check(r.returncode == 0, "--version")
     other_crt, other_key = certs.issue("other")
     with Webhook(work, crt, other_key, expect_start=False) as wh:
         code = wh.proc.wait(15)
@@ -675,6 +685,116 @@ def command_line(work):
             code = busy.proc.wait(15)
             check(code == 1 and "cannot listen" in busy.log_text(), "busy port: %s" % busy.log_text())
         check(wh.stop() == 0, "the webhook did not exit 0")
+
+
+class FakeApi:
+    """A minimal kube-apiserver on 127.0.0.1 for the webhook's Pod, Node and Service watches:
+    lists `pods` (and no Nodes or Services), then holds each watch open without events."""
+
+    def __init__(self, pods):
+        import http.server
+
+        fake = self
+        self.closing = threading.Event()
+        self.requests = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                fake.requests.append(self.path)
+                kind = self.path.split("?")[0].rsplit("/", 1)[1]
+                if "watch=1" in self.path or "watch=true" in self.path:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Transfer-Encoding", "chunked")
+                    self.end_headers()
+                    self.wfile.flush()
+                    fake.closing.wait(60)
+                    try:
+                        self.wfile.write(b"0\r\n\r\n")
+                    except OSError:
+                        pass
+                    return
+                items = pods if kind == "pods" else []
+                body = json.dumps({"apiVersion": "v1", "kind": kind[:-1].capitalize() + "List",
+                                   "metadata": {"resourceVersion": "100"},
+                                   "items": items}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever)
+        self.thread.start()
+
+    def kubeconfig(self, path):
+        with open(path, "w") as f:
+            json.dump({"apiVersion": "v1", "kind": "Config", "current-context": "fake",
+                       "clusters": [{"name": "fake", "cluster": {
+                           "server": "http://127.0.0.1:%d" % self.port}}],
+                       "users": [{"name": "fake", "user": {"token": "test-token"}}],
+                       "contexts": [{"name": "fake", "context": {"cluster": "fake",
+                                                                 "user": "fake"}}]}, f)
+        return path
+
+    def close(self):
+        self.closing.set()
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(10)
+
+
+@case
+def legacy_placement_with_api(work):
+    """--legacy-indexing=on with an API (a fake kube-apiserver on 127.0.0.1): /readyz waits for
+    the first Pod list, Pods without KubeRay's index labels are placed as their golden responses
+    say (SPEC M3.3), the next Pod of the group gets the next host (the reservation), and the
+    watches' metrics join /metrics."""
+    certs = Certs(work)
+    crt, key = certs.issue("webhook")
+    api = FakeApi(pods=[])
+    try:
+        kubeconfig = api.kubeconfig(os.path.join(work, "kubeconfig"))
+        with Webhook(work, crt, key, "--legacy-indexing=on", "--kube-config-path=" + kubeconfig) as wh:
+            deadline = time.monotonic() + 20
+            while wh.health("/readyz")[0] != 200 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            check(wh.health("/readyz")[0] == 200, "not ready after the first Pod list")
+            review = json.load(open(os.path.join(FIXTURES, "admission", "legacy-empty-cluster.json")))
+            golden = json.load(open(os.path.join(FIXTURES, "responses", "legacy-empty-cluster.json")))
+            c = Client(wh.https_port, certs.ca)
+            r = c.review("/mutate", review)
+            readable = dict(r, patch=decoded_patch(r)) if "patch" in r else r
+            check(readable == golden, "legacy placement differs from the golden response:\n%s\n%s"
+                  % (json.dumps(readable)[:600], json.dumps(golden)[:600]))
+            review["request"]["uid"] = "uid-second"
+            second = c.review("/mutate", review)
+            env = {}
+            for op in decoded_patch(second):
+                if op["path"].endswith("/env/-"):
+                    env[op["value"]["name"]] = op["value"].get("value")
+            check(second["allowed"] and env.get("TPU_WORKER_ID") == "1",
+                  "the second Pod of the group did not get host 1: %s" % env.get("TPU_WORKER_ID"))
+            c.close()
+            status, metrics = wh.health("/metrics")
+            check("kuberay_tpu_webhook_placements_total{path=\"legacy\"} 2" in metrics,
+                  "legacy placements not counted")
+            check("kuberay_tpu_webhook_kube_" in metrics or "kuberay_tpu_webhook_legacy_" in metrics,
+                  "the watches' metrics are not in /metrics")
+            r = run(["promtool", "check", "metrics"], input=metrics)
+            check(r.returncode == 0, "promtool check metrics:\n" + r.stdout + r.stderr)
+            check(any(p.startswith("/api/v1/pods") for p in api.requests), "no Pod list")
+            check(wh.stop(signal.SIGINT) == 0, "the webhook did not exit 0")
+    finally:
+        api.close()
 
 
 def main():

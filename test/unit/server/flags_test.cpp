@@ -37,7 +37,7 @@ TEST_CASE("defaults match issue 3 item 1 and the Go webhook's paths", "[flags]")
   CHECK(f.max_body_bytes == 7u * 1024 * 1024);
   CHECK(f.read_timeout == 10s);
   CHECK(f.shutdown_timeout == 15s);
-  CHECK(f.reservation_ttl == 30s);
+  CHECK(f.reservation_ttl == 10s);
   CHECK(f.log_format == server::LogFormat::kText);
   CHECK(f.verbosity == 0);
   CHECK(f.handler.ports.tpu_process_base == 8471);
