@@ -155,7 +155,7 @@ std::string encode(const Response& response) { return dump_json(to_json(response
 
 std::string dump_json(const json& value, int indent) {
   // Strings from YAML input may hold invalid UTF-8: replace it rather than throw.
-  return value.dump(indent, ' ', false, json::error_handler_t::replace);
+  return podpatch::dump_safe(value, indent);
 }
 
 }  // namespace admission

@@ -194,7 +194,7 @@ class JsonBuilder : public YAML::EventHandler {
         fail(mark, "a map key is not a plain string; Kubernetes objects use string keys",
              webhook::ErrorCode::kInvalidArgument);
       }
-      parent.key = value.is_string() ? value.get<std::string>() : value.dump();
+      parent.key = value.is_string() ? value.get<std::string>() : podpatch::dump_safe(value);
       return;
     }
     parent.value[*parent.key] = std::move(value);
@@ -273,12 +273,47 @@ webhook::Result<std::vector<json>> parse_yaml(std::string_view text) {
 
 bool reads_back_as_string(const std::string& text) { return plain_scalar(text).is_string(); }
 
+// The offset of the first byte that is not part of a well-formed UTF-8 sequence, or npos.
+std::size_t invalid_utf8_at(std::string_view text) {
+  std::size_t i = 0;
+  while (i < text.size()) {
+    auto c = static_cast<unsigned char>(text[i]);
+    std::size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    if (len == 0 || (len == 2 && c < 0xC2) || i + len > text.size()) {
+      return i;
+    }
+    for (std::size_t k = 1; k < len; ++k) {
+      if ((static_cast<unsigned char>(text[i + k]) & 0xC0) != 0x80) {
+        return i;
+      }
+    }
+    if (len == 3) {  // no overlong forms, no UTF-16 surrogates
+      auto c1 = static_cast<unsigned char>(text[i + 1]);
+      if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 >= 0xA0)) {
+        return i;
+      }
+    }
+    if (len == 4) {  // no overlong forms, nothing above U+10FFFF
+      auto c1 = static_cast<unsigned char>(text[i + 1]);
+      if ((c == 0xF0 && c1 < 0x90) || (c == 0xF4 && c1 >= 0x90) || c > 0xF4) {
+        return i;
+      }
+    }
+    i += len;
+  }
+  return std::string_view::npos;
+}
+
 webhook::Result<std::vector<json>> parse_documents(std::string_view text) {
   if (const void* nul = std::memchr(text.data(), '\0', text.size())) {
     return webhook::invalid_argument(
         "binary data (a NUL byte at offset " +
         std::to_string(static_cast<const char*>(nul) - text.data()) +
         "); expected YAML or JSON text");
+  }
+  if (std::size_t bad = invalid_utf8_at(text); bad != std::string_view::npos) {
+    return webhook::invalid_argument("not UTF-8 text (an invalid byte at offset " +
+                                     std::to_string(bad) + "); YAML and JSON inputs are UTF-8");
   }
   std::size_t first = text.find_first_not_of(" \t\r\n");
   if (first == std::string_view::npos) {

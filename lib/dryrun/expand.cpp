@@ -72,7 +72,7 @@ json shape_ray_container(json& c, const std::string& fqdn, const std::string& he
   std::string address = fqdn + ":6379";
   std::string tpus;
   if (const json* q = member(c, "resources", "limits", keys::kTpuResource)) {
-    tpus = q->is_string() ? q->get<std::string>() : q->dump();
+    tpus = q->is_string() ? q->get<std::string>() : podpatch::dump_safe(*q);
   }
   std::string start = "ray start  --address=" + address + "  --block  --metrics-export-port=8080" +
                       (tpus.empty() ? "" : "  --resources='{\"TPU\":" + tpus + "}'") + " ";

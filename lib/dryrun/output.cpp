@@ -61,7 +61,7 @@ void emit(YAML::Emitter& out, const json& v) {
       out << v.get<std::uint64_t>();
       return;
     case json::value_t::number_float:
-      out << v.dump();
+      out << podpatch::dump_safe(v);
       return;
     default:
       out << YAML::Null;

@@ -154,7 +154,9 @@ Reflector::WatchEnd Reflector::watch(std::string& resource_version, std::stop_to
       return webhook::invalid_argument("a watch event is not a JSON object with a type");
     }
     const std::string& type = ev["type"].get_ref<const std::string&>();
-    const nlohmann::json& object = ev.contains("object") ? ev["object"] : nlohmann::json();
+    static const nlohmann::json kNull;
+    auto found = ev.find("object");
+    const nlohmann::json& object = found != ev.end() ? *found : kNull;
     if (type == "ERROR") {
       int code = object.is_object() && object.contains("code") && object["code"].is_number_integer()
                      ? object["code"].get<int>()
@@ -255,8 +257,12 @@ void Reflector::run(std::stop_token stop) {
     log(LogLevel::kInfo, "retrying in " + millis(d));
     return clock_.sleep_for(d, stop);
   };
+  int relists_in_a_row = 0;  // without a watch that ran to its timeout in between
   while (!stop.stop_requested()) {
     if (need_list) {
+      if (relists_in_a_row >= 2 && !pause()) {
+        break;  // a server that answers every watch with 410 is not asked in a tight loop
+      }
       webhook::Result<std::string> rv = list();
       if (stop.stop_requested()) {
         break;
@@ -281,15 +287,19 @@ void Reflector::run(std::stop_token stop) {
       synced_.store(true, std::memory_order_release);
       resource_version = std::move(*rv);
       need_list = false;
-      backoff_.reset();
+      if (relists_in_a_row == 0) {
+        backoff_.reset();
+      }
     }
     switch (watch(resource_version, stop)) {
       case WatchEnd::kClosed:
         backoff_.reset();
+        relists_in_a_row = 0;
         break;
       case WatchEnd::kGone:
       case WatchEnd::kRelist:
         need_list = true;
+        ++relists_in_a_row;
         break;
       case WatchEnd::kFailed:
         if (stop.stop_requested()) {

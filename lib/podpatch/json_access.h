@@ -5,6 +5,7 @@
 //   std::optional<std::string_view> v = podpatch::string_member(labels, "ray.io/cluster");
 
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
@@ -51,6 +52,12 @@ inline json& object_member(json& obj, std::string_view key) {
     return slot;
   }
   return *it;
+}
+
+// Serializes without throwing: invalid UTF-8 in strings becomes U+FFFD (nlohmann's default
+// handler throws). Use it for every dump of data that came from outside. indent -1 is compact.
+inline std::string dump_safe(const json& value, int indent = -1) {
+  return value.dump(indent, ' ', false, json::error_handler_t::replace);
 }
 
 }  // namespace podpatch

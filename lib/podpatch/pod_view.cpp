@@ -53,7 +53,7 @@ webhook::Result<int> chip_quantity(const json& q, std::string_view field) {
     n = topology::parse_non_negative(q.get_ref<const std::string&>(), kMaxChipsPerContainer);
   }
   if (!n) {
-    return invalid_argument(std::string(field) + " " + q.dump() +
+    return invalid_argument(std::string(field) + " " + dump_safe(q) +
                             " is not a whole number of TPU chips; set it to the chips per "
                             "host the machine type has, such as \"4\"");
   }

@@ -138,7 +138,7 @@ std::optional<GroupDenial> check_group(const json& group, std::size_t index, con
   }
   if (!num->is_number_integer() || num->get<long long>() < 0) {
     return deny("invalid_num_of_hosts",
-                where + "numOfHosts " + num->dump() + " is not a positive integer; " + fix);
+                where + "numOfHosts " + dump_safe(*num) + " is not a positive integer; " + fix);
   }
   long long given = num->get<long long>();
   if (given != slice->hosts()) {

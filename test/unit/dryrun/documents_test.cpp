@@ -105,6 +105,10 @@ TEST_CASE("bad inputs are refused with a clear message, never a crash", "[dryrun
       {"complex key", "? [a, b]\n: c\n", "not a plain string"},
       // Found by fuzz/documents_fuzz: yaml-cpp 0.7's LoadAll repeats one document forever.
       {"yaml-cpp endless document", " \"Pod\",\n  \"a\"adata\":Ve {\n   ", "cannot be parsed"},
+      // Found by fuzz/documents_fuzz: invalid UTF-8 made json::dump throw in a denial message.
+      {"invalid UTF-8", "kind: Pod\nmetadata:\n  name: \"a\x9f\"\n", "not UTF-8 text (an invalid byte at offset 30)"},
+      {"overlong UTF-8", "a: \xc0\xaf\n", "offset 3"},
+      {"UTF-16 surrogate", "a: \xed\xa0\x80\n", "offset 3"},
       {"recursive alias", "a: &x [1, *x]\n", "not valid YAML"},
   }));
   CAPTURE(name);
