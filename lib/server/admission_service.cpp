@@ -245,35 +245,28 @@ HttpReply AdmissionService::serve(const HttpRequestView& request) const {
   std::string_view outcome = failure ? "rejected" : outcome_of(response);
   std::int64_t replica = response.placement ? response.placement->slot.replica : -1;
   std::int64_t host = response.placement ? response.placement->slot.host : -1;
+  std::vector<LogField> fields = {
+      {"webhook", webhook_name(webhook)},
+      {"uid", uid},
+      {"namespace", req ? std::string_view(req->ns) : ""},
+      {"name", req ? name_of(*req) : ""},
+      {"generateName", req ? generate_name(*req) : ""},
+      {"kind", req ? std::string_view(req->kind) : ""},
+      {"operation", req ? std::string_view(req->operation) : ""},
+      {"dryRun", req ? req->dry_run : false},
+      {"outcome", outcome}};
   if (response.allowed) {
-    log_.info("admission", {{"webhook", webhook_name(webhook)},
-                            {"uid", uid},
-                            {"namespace", req ? std::string_view(req->ns) : ""},
-                            {"name", req ? name_of(*req) : ""},
-                            {"generateName", req ? generate_name(*req) : ""},
-                            {"kind", req ? std::string_view(req->kind) : ""},
-                            {"operation", req ? std::string_view(req->operation) : ""},
-                            {"dryRun", req ? req->dry_run : false},
-                            {"outcome", outcome},
-                            {"replica", replica},
-                            {"host", host},
-                            {"warnings", static_cast<std::int64_t>(response.warnings.size())},
-                            {"latency_us", static_cast<std::int64_t>(us)}});
+    fields.insert(fields.end(),
+                  {{"replica", replica},
+                   {"host", host},
+                   {"warnings", static_cast<std::int64_t>(response.warnings.size())}});
   } else {
-    log_.info("admission", {{"webhook", webhook_name(webhook)},
-                            {"uid", uid},
-                            {"namespace", req ? std::string_view(req->ns) : ""},
-                            {"name", req ? name_of(*req) : ""},
-                            {"generateName", req ? generate_name(*req) : ""},
-                            {"kind", req ? std::string_view(req->kind) : ""},
-                            {"operation", req ? std::string_view(req->operation) : ""},
-                            {"dryRun", req ? req->dry_run : false},
-                            {"outcome", outcome},
-                            {"code", code},
-                            {"reason", response.reason},
-                            {"message", response.message},
-                            {"latency_us", static_cast<std::int64_t>(us)}});
+    fields.insert(fields.end(), {{"code", code},
+                                 {"reason", response.reason},
+                                 {"message", response.message}});
   }
+  fields.emplace_back("latency_us", static_cast<std::int64_t>(us));
+  log_.info("admission", fields);
   if (log_.enabled(2)) {
     for (const std::string& w : response.warnings) {
       log_.debug(2, "admission warning", {{"uid", uid}, {"warning", w}});

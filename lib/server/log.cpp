@@ -135,7 +135,7 @@ class BufferedFdSink final : public spdlog::sinks::base_sink<std::mutex> {
 Log::Log(std::shared_ptr<spdlog::logger> logger, LogFormat format, int verbosity)
     : logger_(std::move(logger)), format_(format), verbosity_(verbosity) {}
 
-std::string Log::render(std::string_view msg, std::initializer_list<LogField> fields) const {
+std::string Log::render(std::string_view msg, std::span<const LogField> fields) const {
   std::string out;
   out.reserve(256);
   bool json = format_ == LogFormat::kJson;
@@ -167,7 +167,7 @@ std::string Log::render(std::string_view msg, std::initializer_list<LogField> fi
 }
 
 void Log::write(spdlog::level::level_enum level, std::string_view msg,
-                std::initializer_list<LogField> fields) const {
+                std::span<const LogField> fields) const {
   if (!logger_->should_log(level)) {
     return;
   }
@@ -176,6 +176,9 @@ void Log::write(spdlog::level::level_enum level, std::string_view msg,
 }
 
 void Log::info(std::string_view msg, std::initializer_list<LogField> fields) const {
+  write(spdlog::level::info, msg, fields);
+}
+void Log::info(std::string_view msg, std::span<const LogField> fields) const {
   write(spdlog::level::info, msg, fields);
 }
 void Log::warn(std::string_view msg, std::initializer_list<LogField> fields) const {

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -46,6 +47,7 @@ class Log {
 
   bool enabled(int v) const { return v <= verbosity_; }
   void info(std::string_view msg, std::initializer_list<LogField> fields = {}) const;
+  void info(std::string_view msg, std::span<const LogField> fields) const;
   void warn(std::string_view msg, std::initializer_list<LogField> fields = {}) const;
   void error(std::string_view msg, std::initializer_list<LogField> fields = {}) const;
   // Logged at info level when v <= --v.
@@ -55,11 +57,11 @@ class Log {
 
   // The line body (without time and level) for `msg` and `fields` in this log's format: text
   // `msg k=v k="v w"`, or JSON members `"msg":"...","k":"v"`. Exposed for tests.
-  std::string render(std::string_view msg, std::initializer_list<LogField> fields) const;
+  std::string render(std::string_view msg, std::span<const LogField> fields) const;
 
  private:
   void write(spdlog::level::level_enum level, std::string_view msg,
-             std::initializer_list<LogField> fields) const;
+             std::span<const LogField> fields) const;
 
   std::shared_ptr<spdlog::logger> logger_;
   LogFormat format_;
