@@ -73,11 +73,50 @@ std::string describe(httplib::Error e) {
 
 }  // namespace
 
+// The parsed CA bundle and client identity. Each connection parses its own copy: OpenSSL caches
+// data inside certificate objects while verifying, so they are not shared between threads.
 struct ApiClient::Tls {
   std::vector<X509Ptr> cas;
   X509Ptr cert;
   std::unique_ptr<EVP_PKEY, PkeyFree> key;
+
+  static webhook::Result<std::unique_ptr<Tls>> parse(const ClusterConfig& config);
 };
+
+webhook::Result<std::unique_ptr<ApiClient::Tls>> ApiClient::Tls::parse(
+    const ClusterConfig& config) {
+  auto tls = std::make_unique<Tls>();
+  if (config.https) {
+    BioPtr bio = memory_bio(config.ca_pem);
+    while (X509* x = PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr)) {
+      tls->cas.emplace_back(x);
+    }
+    ERR_clear_error();
+    if (tls->cas.empty()) {
+      return webhook::invalid_argument(config.origin +
+                                       ": the CA for the API server holds no PEM certificate");
+    }
+  }
+  if (!config.client_cert_pem.empty()) {
+    BioPtr cert = memory_bio(config.client_cert_pem);
+    tls->cert.reset(PEM_read_bio_X509(cert.get(), nullptr, nullptr, nullptr));
+    BioPtr key = memory_bio(config.client_key_pem);
+    tls->key.reset(PEM_read_bio_PrivateKey(key.get(), nullptr, nullptr, nullptr));
+    if (!tls->cert || !tls->key) {
+      std::string why = openssl_error();
+      return webhook::invalid_argument(
+          config.origin + ": the client " + (tls->cert ? "key" : "certificate") +
+          " is not a PEM " + (tls->cert ? "private key" : "certificate") +
+          (why.empty() ? "" : " (" + why + ")"));
+    }
+    if (X509_check_private_key(tls->cert.get(), tls->key.get()) != 1) {
+      ERR_clear_error();
+      return webhook::invalid_argument(config.origin +
+                                       ": the client key does not match the client certificate");
+    }
+  }
+  return tls;
+}
 
 void Call::cancel() {
   std::lock_guard lock(mu_);
@@ -123,41 +162,15 @@ std::string url_encode(std::string_view value) {
 }
 
 webhook::Result<std::unique_ptr<ApiClient>> ApiClient::create(const ClusterConfig& config) {
-  auto tls = std::make_unique<Tls>();
-  if (config.https) {
-    BioPtr bio = memory_bio(config.ca_pem);
-    while (X509* x = PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr)) {
-      tls->cas.emplace_back(x);
-    }
-    ERR_clear_error();
-    if (tls->cas.empty()) {
-      return webhook::invalid_argument(config.origin +
-                                       ": the CA for the API server holds no PEM certificate");
-    }
+  webhook::Result<std::unique_ptr<Tls>> tls = Tls::parse(config);  // refuse bad input at start
+  if (!tls) {
+    return tls.error();
   }
-  if (!config.client_cert_pem.empty()) {
-    BioPtr cert = memory_bio(config.client_cert_pem);
-    tls->cert.reset(PEM_read_bio_X509(cert.get(), nullptr, nullptr, nullptr));
-    BioPtr key = memory_bio(config.client_key_pem);
-    tls->key.reset(PEM_read_bio_PrivateKey(key.get(), nullptr, nullptr, nullptr));
-    if (!tls->cert || !tls->key) {
-      std::string why = openssl_error();
-      return webhook::invalid_argument(
-          config.origin + ": the client " + (tls->cert ? "key" : "certificate") +
-          " is not a PEM " + (tls->cert ? "private key" : "certificate") +
-          (why.empty() ? "" : " (" + why + ")"));
-    }
-    if (X509_check_private_key(tls->cert.get(), tls->key.get()) != 1) {
-      ERR_clear_error();
-      return webhook::invalid_argument(config.origin +
-                                       ": the client key does not match the client certificate");
-    }
-  }
-  return std::unique_ptr<ApiClient>(new ApiClient(config, std::move(tls)));
+  return std::unique_ptr<ApiClient>(new ApiClient(config));
 }
 
-ApiClient::ApiClient(ClusterConfig config, std::unique_ptr<Tls> tls)
-    : config_(std::move(config)), tls_(std::move(tls)), token_(config_.token, config_.token_file) {}
+ApiClient::ApiClient(ClusterConfig config)
+    : config_(std::move(config)), token_(config_.token, config_.token_file) {}
 
 ApiClient::~ApiClient() = default;
 
@@ -171,8 +184,12 @@ std::unique_ptr<httplib::ClientImpl> ApiClient::connect() const {
   if (!config_.https) {
     return std::make_unique<httplib::ClientImpl>(config_.host, config_.port);
   }
+  webhook::Result<std::unique_ptr<Tls>> tls = Tls::parse(config_);
+  if (!tls) {
+    return nullptr;
+  }
   auto client = std::make_unique<httplib::SSLClient>(config_.host, config_.port,
-                                                     tls_->cert.get(), tls_->key.get());
+                                                     (*tls)->cert.get(), (*tls)->key.get());
   SSL_CTX* ctx = client->ssl_context();
   if (ctx == nullptr) {
     return nullptr;
@@ -180,7 +197,7 @@ std::unique_ptr<httplib::ClientImpl> ApiClient::connect() const {
   // Trust the configured CAs only, and check the server's name or IP (OpenSSL does both during
   // the handshake); httplib's own check would add the system's CAs.
   X509_STORE* store = X509_STORE_new();
-  for (const X509Ptr& ca : tls_->cas) {
+  for (const X509Ptr& ca : (*tls)->cas) {
     X509_STORE_add_cert(store, ca.get());
   }
   SSL_CTX_set_cert_store(ctx, store);

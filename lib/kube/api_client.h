@@ -56,7 +56,7 @@ class ApiClient {
  public:
   using BodyFn = std::function<bool(std::string_view bytes)>;  // false: stop reading
 
-  // Parses the CA and client certificate once. InvalidArgument naming what does not parse.
+  // Checks that the CA and client certificate parse. InvalidArgument naming what does not.
   static webhook::Result<std::unique_ptr<ApiClient>> create(const ClusterConfig& config);
   ~ApiClient();
   ApiClient(const ApiClient&) = delete;
@@ -79,11 +79,10 @@ class ApiClient {
 
  private:
   struct Tls;
-  ApiClient(ClusterConfig config, std::unique_ptr<Tls> tls);
+  explicit ApiClient(ClusterConfig config);
   std::unique_ptr<httplib::ClientImpl> connect() const;
 
   ClusterConfig config_;
-  std::unique_ptr<Tls> tls_;
   TokenSource token_;
   std::mutex mu_;
   bool force_token_ = false;

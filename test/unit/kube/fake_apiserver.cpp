@@ -120,7 +120,8 @@ FakeApiServer::FakeApiServer(Options options) : options_(std::move(options)) {
                      answer_status(res, 401, "Unauthorized", "Unauthorized");
                      return;
                    }
-                   auto& f = failures_[resource];
+                   auto& watch_f = failures_[resource + (watch ? "#watch" : "#list")];
+                   auto& f = watch_f.empty() ? failures_[resource] : watch_f;
                    if (!f.empty()) {
                      int code = f.front();
                      f.pop_front();
@@ -252,6 +253,10 @@ void FakeApiServer::fail_next(const std::string& resource, int status, int count
   for (int i = 0; i < count; ++i) {
     failures_[resource].push_back(status);
   }
+}
+
+void FakeApiServer::fail_next_watch(const std::string& resource, int status, int count) {
+  fail_next(resource + "#watch", status, count);
 }
 
 void FakeApiServer::set_tokens(std::set<std::string> tokens) {

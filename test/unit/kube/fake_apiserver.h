@@ -67,6 +67,8 @@ class FakeApiServer {
   void send_bookmarks();  // a BOOKMARK on every open watch
   // The next `count` requests for `resource` (list or watch) answer `status` with a Status body.
   void fail_next(const std::string& resource, int status, int count = 1);
+  // The same for watch requests only.
+  void fail_next_watch(const std::string& resource, int status, int count = 1);
   void set_tokens(std::set<std::string> tokens);
   void set_ignore_limit(bool ignore);
 

@@ -455,3 +455,19 @@ TEST_CASE("metrics_text names every family") {
   live.cluster->stop();
   live.cluster->stop();  // idempotent
 }
+
+TEST_CASE("A server answering every watch with 410 is relisted with backoff, not in a tight loop") {
+  FakeApiServer::Options o;
+  o.gone_as_status = true;
+  FakeApiServer api(o);
+  FakeClock clock;
+  Live live(api, clock);
+  REQUIRE(eventually([&] { return live.counters().watches.load() == 1; }));
+  api.fail_next_watch("pods", 410, 6);  // every watch answers 410 for a while
+  api.drop_watches();
+  REQUIRE(eventually([&] { return live.counters().gone.load() >= 6; }));
+  REQUIRE(eventually([&] { return live.counters().watches.load() >= 2; }));
+  CHECK(live.counters().relists.load() >= 6);
+  CHECK(clock.sleeps() >= 5);  // one per relist after the first in a row
+  CHECK(live.cluster->pods_synced());
+}
