@@ -88,7 +88,7 @@ TEST_CASE("ApiClient refuses a CA or client key that does not parse or match") {
   CHECK_THAT(probe(c), Catch::Contains("does not match"));
 }
 
-TEST_CASE("--kube-config-path: a kubeconfig with CA data and a token reaches the API over HTTPS") {
+TEST_CASE("A kubeconfig (--kube-config-path) with CA data and a token reaches the API over HTTPS") {
   testing::TempDir dir;
   testing::TestPki pki(dir);
   FakeApiServer::Options o;
