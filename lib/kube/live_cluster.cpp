@@ -36,7 +36,9 @@ LiveCluster::LiveCluster(std::unique_ptr<ApiClient> client, LiveClusterOptions o
       ++ro.seed;
     }
   };
-  add("pods", kPodSelector, pod_feed_);
+  if (options_.watch_pods) {
+    add("pods", kPodSelector, pod_feed_);
+  }
   if (options_.watch_nodes) {
     add("nodes", kNodeSelector, nodes_);
   }

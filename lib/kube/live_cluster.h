@@ -12,6 +12,7 @@
 //       kube::LiveCluster::create(*config, std::move(options));
 //   if (!live) { /* log live.error().message; exit 1 */ }
 //   (*live)->start();                                      // lists, then watches; returns at once
+//   // with --legacy-indexing=off: options.watch_pods = false, and admission::DisabledPodSource
 //   admission::Handler handler(flags.handler, (*live)->pods(), (*live)->nodes(),
 //                              (*live)->services());
 //   // /readyz: ReadinessCheck{"pods-synced", [&] { return (*live)->pods_synced(); }}
@@ -44,6 +45,10 @@ namespace kube {
 
 struct LiveClusterOptions {
   Duration reservation_ttl = std::chrono::seconds(10);  // --reservation-ttl
+  // KubeRay worker Pods, for legacy placement (SPEC M3.3). Without it (--legacy-indexing=off
+  // with API access) pods() stays unsynced and answers Unavailable: give the Handler
+  // admission::DisabledPodSource instead, and keep the live Nodes and Services.
+  bool watch_pods = true;
   bool watch_nodes = true;     // TPU Nodes, for subslices (SPEC M4, V3)
   bool watch_services = true;  // headless Services (SPEC Terms)
   ReflectorOptions reflector;

@@ -471,3 +471,22 @@ TEST_CASE("A server answering every watch with 410 is relisted with backoff, not
   CHECK(clock.sleeps() >= 5);  // one per relist after the first in a row
   CHECK(live.cluster->pods_synced());
 }
+
+TEST_CASE("Without legacy placement, Nodes and Services are still watched, Pods are not") {
+  FakeApiServer api({});
+  FakeClock clock;
+  kube::LiveClusterOptions options = testing::test_options(clock);
+  options.watch_pods = false;
+  auto live = kube::LiveCluster::create(testing::loopback_config(api.port()), options).value();
+  live->start();
+  CHECK(live->reflector("pods") == nullptr);
+  api.create("services", {{"metadata",
+                           {{"name", "svc"}, {"namespace", "ns"},
+                            {"labels", {{"ray.io/headless-worker-svc", "rc"}}}}}});
+  REQUIRE(eventually([&] { return live->services().headless_service("ns", "rc").has_value(); }));
+  REQUIRE(eventually([&] { return live->nodes().nodes_matching({}).has_value(); }));
+  CHECK_FALSE(live->pods_synced());
+  CHECK(api.lists("pods") == 0);
+  CHECK_THAT(live->metrics_text(), !Catch::Contains("resource=\"pods\""));
+  live->stop();
+}
