@@ -4,6 +4,7 @@
 #include "podpatch/affinity.h"
 #include "podpatch/keys.h"
 #include "podpatch/mutate.h"
+#include "podpatch/patch.h"
 #include "podpatch/placement.h"
 #include "podpatch/pod_view.h"
 #include "podpatch/validate.h"
@@ -246,7 +247,10 @@ Response Handler::mutate(const Request& req, std::vector<std::string>* explain) 
                            placement->path == PlacementPath::kAlreadyPlaced ||
                            (placement->path == PlacementPath::kLabels &&
                             !view->label(keys::kReplicaNameLabel));
-  json mutated = req.object;
+  // Only the parts the mutation may change are copied and diffed (M6: the same patch as the
+  // diff of the whole Pods).
+  json before = podpatch::mutable_parts(req.object);
+  json mutated = before;
   std::vector<std::string> changed = podpatch::mutate(mutated, *view, plan);
   warnings.insert(warnings.end(), changed.begin(), changed.end());
   if (notes.on()) {
@@ -275,7 +279,7 @@ Response Handler::mutate(const Request& req, std::vector<std::string>* explain) 
       }
     }
   }
-  Response out = patched(req.uid, json::diff(req.object, mutated));
+  Response out = patched(req.uid, podpatch::diff(before, mutated));
   out.warnings = std::move(warnings);
   out.placement = placement;
   return out;

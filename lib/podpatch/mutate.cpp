@@ -109,15 +109,19 @@ std::string slicebuilder_for(ContainerEnv& env, const topology::Slice& slice,
     return values.slicebuilder;
   }
   std::vector<std::string> entries = topology::split_list(*user);
-  bool usable = slice.chips() % static_cast<int>(entries.size()) == 0;
+  bool divides = slice.chips() % static_cast<int>(entries.size()) == 0;
+  bool empty_entry = false;
   for (const std::string& e : entries) {
-    usable = usable && !e.empty();
+    empty_entry = empty_entry || e.empty();
   }
-  if (!usable) {
-    env.warnings().push_back(
-        env.prefix() + "TPU_WORKER_HOSTNAMES has " + std::to_string(entries.size()) +
-        " entries, which do not divide the slice's " + std::to_string(slice.chips()) +
-        " chips; TORCH_TPU_SLICEBUILDER_ADDRESSES uses the webhook's host list instead");
+  if (!divides || empty_entry) {
+    std::string why = empty_entry ? " \"" + std::string(*user) + "\" has an empty entry"
+                                  : " has " + std::to_string(entries.size()) +
+                                        " entries, which do not divide the slice's " +
+                                        std::to_string(slice.chips()) + " chips";
+    env.warnings().push_back(env.prefix() + "TPU_WORKER_HOSTNAMES" + why +
+                             "; TORCH_TPU_SLICEBUILDER_ADDRESSES uses the webhook's host list "
+                             "instead");
     return values.slicebuilder;
   }
   int ports = slice.chips() / static_cast<int>(entries.size()) * slice.chiplets();
@@ -185,6 +189,37 @@ void set_spec_string(json& spec, std::string_view key, const std::string& value,
 }
 
 }  // namespace
+
+json mutable_parts(const json& pod) {
+  json parts = json::object();
+  if (const json* metadata = member(pod, "metadata"); metadata != nullptr && metadata->is_object()) {
+    json& md = parts["metadata"] = json::object();
+    if (const json* labels = member(metadata, "labels")) {
+      md["labels"] = *labels;
+    }
+  }
+  const json* spec = member(pod, "spec");
+  if (spec == nullptr || !spec->is_object()) {
+    return parts;
+  }
+  json& out = parts["spec"] = json::object();
+  for (std::string_view key : {"hostname", "subdomain", "affinity"}) {
+    if (const json* v = member(spec, key)) {
+      out[std::string(key)] = *v;
+    }
+  }
+  if (const json* containers = member(spec, "containers"); containers != nullptr && containers->is_array()) {
+    json& list = out["containers"] = json::array();
+    for (const json& c : *containers) {
+      json slot = json::object();
+      if (const json* env = member(c, "env")) {
+        slot["env"] = *env;
+      }
+      list.push_back(std::move(slot));
+    }
+  }
+  return parts;
+}
 
 bool needs_pod_dns(const PodView& pod, const topology::Slice& slice) {
   if (slice.multi_host()) {

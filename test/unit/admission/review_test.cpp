@@ -121,3 +121,18 @@ TEST_CASE("dump_json never throws on invalid UTF-8", "[admission][envelope]") {
   CHECK_NOTHROW(admission::dump_json(v));
   CHECK_THAT(admission::dump_json(v), Catch::Contains("bad"));
 }
+
+TEST_CASE("encode writes the same JSON as to_json on every path", "[admission][envelope]") {
+  admission::Response patched = admission::patched(
+      "u\"quote", json::array({{{"op", "add"}, {"path", "/spec/hostname"}, {"value", "g-0-1"}}}));
+  patched.warnings = {"first \"warning\"", "second\nline"};
+  admission::Response denied = admission::denied(
+      "u-6", webhook::invalid_argument("bad \\ value \"4x\"\t"), "invalid_topology");
+  admission::Response bad_utf8 = admission::denied(
+      "u-7", webhook::invalid_argument(std::string("bytes \xff\xfe")), "x");
+  for (const admission::Response& r : {admission::allowed("u-1"), patched, denied, bad_utf8}) {
+    CAPTURE(r.uid);
+    CHECK(json::parse(admission::encode(r)) ==
+          json::parse(admission::dump_json(admission::to_json(r))));
+  }
+}
