@@ -21,11 +21,11 @@ std::string join(std::span<const std::string> items) {
   }
   std::string out;
   out.reserve(size);
-  for (const std::string& s : items) {
-    if (!out.empty()) {
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) {  // by position: an empty first item still gets its comma
       out.push_back(',');
     }
-    out.append(s);
+    out.append(items[i]);
   }
   return out;
 }
