@@ -9,16 +9,17 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 SECONDS_EACH=${FUZZ_SECONDS:-60}
 BUILD=${FUZZ_BUILD_DIR:-$ROOT/build-fuzz}
+mkdir -p "$BUILD"
 CXX=${FUZZ_CXX:-clang++-14} cmake -S . -B "$BUILD" -DWEBHOOK_SANITIZE=fuzz -DWEBHOOK_BUILD_TESTS=OFF \
-  -DWEBHOOK_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$BUILD.configure.log" 2>&1 ||
-  { cat "$BUILD.configure.log"; exit 1; }
+  -DWEBHOOK_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$BUILD/configure.log" 2>&1 ||
+  { cat "$BUILD/configure.log"; exit 1; }
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   targets=(admission_fuzz topology_fuzz documents_fuzz)
   grep -q "watch_fuzz" "$BUILD/Makefile" 2>/dev/null && targets+=(watch_fuzz)
 fi
-cmake --build "$BUILD" -j"$(nproc)" --target "${targets[@]}" >"$BUILD.build.log" 2>&1 ||
-  { tail -50 "$BUILD.build.log"; exit 1; }
+cmake --build "$BUILD" -j"$(nproc)" --target "${targets[@]}" >"$BUILD/build.log" 2>&1 ||
+  { tail -50 "$BUILD/build.log"; exit 1; }
 
 seed() {  # seed <target> <corpus dir>
   local dir=$2
@@ -37,7 +38,7 @@ seed() {  # seed <target> <corpus dir>
       cp test/fixtures/rayclusters/*/*.yaml test/fixtures/pods/*.json test/fixtures/regressions/* "$dir/"
       cp test/fixtures/admission/legacy-gap.json "$dir/" ;;
     watch_fuzz)
-      [ -d test/fixtures/watch ] && cp test/fixtures/watch/* "$dir/" 2>/dev/null ;;
+      cp fuzz/corpus/watch/* "$dir/" ;;
   esac
 }
 

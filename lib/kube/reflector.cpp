@@ -133,6 +133,33 @@ webhook::Result<std::string> Reflector::list() {
   return rv;
 }
 
+webhook::Result<WatchEvent> decode_watch_event(std::string_view line) {
+  nlohmann::json ev = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (!ev.is_object() || !ev.contains("type") || !ev["type"].is_string()) {
+    return webhook::invalid_argument("a watch event is not a JSON object with a type");
+  }
+  WatchEvent out;
+  const std::string& type = ev["type"].get_ref<const std::string&>();
+  out.kind = type == "ADDED"      ? WatchEvent::Kind::kAdded
+             : type == "MODIFIED" ? WatchEvent::Kind::kModified
+             : type == "DELETED"  ? WatchEvent::Kind::kDeleted
+             : type == "BOOKMARK" ? WatchEvent::Kind::kBookmark
+             : type == "ERROR"    ? WatchEvent::Kind::kError
+                                  : WatchEvent::Kind::kOther;
+  if (auto found = ev.find("object"); found != ev.end()) {
+    out.object = std::move(*found);
+  }
+  if (out.kind == WatchEvent::Kind::kError) {
+    const nlohmann::json& o = out.object;
+    out.error_code = o.is_object() && o.contains("code") && o["code"].is_number_integer()
+                         ? o["code"].get<int>()
+                         : 0;
+  } else {
+    out.resource_version = resource_version_of(out.object);
+  }
+  return out;
+}
+
 Reflector::WatchEnd Reflector::watch(std::string& resource_version, std::stop_token stop) {
   std::mt19937_64 rng(rng_state_++);
   auto min_s = std::max<std::int64_t>(
@@ -149,36 +176,32 @@ Reflector::WatchEnd Reflector::watch(std::string& resource_version, std::stop_to
   TimePoint started = clock_.now();
   auto on_line = [&](std::string_view line) -> webhook::Status {
     ++seen;
-    nlohmann::json ev = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (!ev.is_object() || !ev.contains("type") || !ev["type"].is_string()) {
-      return webhook::invalid_argument("a watch event is not a JSON object with a type");
+    webhook::Result<WatchEvent> ev = decode_watch_event(line);
+    if (!ev) {
+      return ev.error();
     }
-    const std::string& type = ev["type"].get_ref<const std::string&>();
-    static const nlohmann::json kNull;
-    auto found = ev.find("object");
-    const nlohmann::json& object = found != ev.end() ? *found : kNull;
-    if (type == "ERROR") {
-      int code = object.is_object() && object.contains("code") && object["code"].is_number_integer()
-                     ? object["code"].get<int>()
-                     : 0;
-      if (code == 410) {
-        gone = true;
-      }
-      return webhook::Error{webhook::ErrorCode::kUnavailable,
-                            "ERROR event: " + status_message(object)};
+    switch (ev->kind) {
+      case WatchEvent::Kind::kError:
+        gone = gone || ev->error_code == 410;
+        return webhook::Error{webhook::ErrorCode::kUnavailable,
+                              "ERROR event: " + status_message(ev->object)};
+      case WatchEvent::Kind::kBookmark:
+        ++counters_.bookmarks;
+        break;
+      case WatchEvent::Kind::kAdded:
+      case WatchEvent::Kind::kModified:
+      case WatchEvent::Kind::kDeleted:
+        sink_.event(ev->kind == WatchEvent::Kind::kAdded      ? EventType::kAdded
+                    : ev->kind == WatchEvent::Kind::kModified ? EventType::kModified
+                                                              : EventType::kDeleted,
+                    ev->object);
+        ++counters_.events;
+        break;
+      case WatchEvent::Kind::kOther:
+        break;
     }
-    std::string rv = resource_version_of(object);
-    if (type == "BOOKMARK") {
-      ++counters_.bookmarks;
-    } else if (type == "ADDED" || type == "MODIFIED" || type == "DELETED") {
-      sink_.event(type == "ADDED"      ? EventType::kAdded
-                  : type == "MODIFIED" ? EventType::kModified
-                                       : EventType::kDeleted,
-                  object);
-      ++counters_.events;
-    }
-    if (!rv.empty()) {
-      resource_version = std::move(rv);
+    if (!ev->resource_version.empty()) {
+      resource_version = std::move(ev->resource_version);
     }
     return {};
   };

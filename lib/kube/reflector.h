@@ -40,6 +40,19 @@ struct Resource {
 
 enum class EventType { kAdded, kModified, kDeleted };
 
+// One line of a watch stream, decoded: `{"type": "ADDED", "object": {...}}`.
+struct WatchEvent {
+  enum class Kind { kAdded, kModified, kDeleted, kBookmark, kError, kOther };
+  Kind kind = Kind::kOther;
+  nlohmann::json object;         // the object (for ERROR: the Status)
+  std::string resource_version;  // object.metadata.resourceVersion, "" when absent
+  int error_code = 0;            // ERROR: the Status code (410: the resourceVersion is too old)
+};
+
+// Decodes one watch line. InvalidArgument when it is not a JSON object with a string "type".
+// Unknown types decode as kOther (skipped by the reflector).
+webhook::Result<WatchEvent> decode_watch_event(std::string_view line);
+
 class Sink {
  public:
   virtual ~Sink() = default;
