@@ -183,13 +183,8 @@ Response Handler::mutate(const Request& req, std::vector<std::string>* explain) 
   if (slice->multi_host()) {
     topology_key = podpatch::default_topology_key(*view);
     if (view->annotation(keys::kSubsliceAnnotation) && !view->kueue_managed()) {
-      podpatch::Labels selector;
-      if (const json* ns = view->node_selector_object(); ns != nullptr && ns->is_object()) {
-        for (const auto& [k, v] : ns->items()) {
-          selector.emplace(k, v.get<std::string>());
-        }
-      }
-      std::optional<std::vector<podpatch::Labels>> nodes = nodes_.nodes_matching(selector);
+      std::optional<std::vector<podpatch::Labels>> nodes =
+          nodes_.nodes_matching(podpatch::to_labels(view->node_selector_object()));
       if (nodes && !nodes->empty()) {
         std::optional<std::string_view> sub = podpatch::subslice_topology_key(*nodes, slice->hosts());
         if (!sub) {

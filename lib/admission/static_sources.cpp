@@ -51,15 +51,7 @@ bool StaticNodeSource::add(const json& node) {
   if (string_member(&node, "kind") != std::string_view("Node")) {
     return false;
   }
-  podpatch::Labels labels;
-  if (const json* l = member(node, "metadata", "labels"); l != nullptr && l->is_object()) {
-    for (const auto& [k, v] : l->items()) {
-      if (v.is_string()) {
-        labels.emplace(k, v.get<std::string>());
-      }
-    }
-  }
-  nodes_.push_back(std::move(labels));
+  nodes_.push_back(podpatch::to_labels(member(node, "metadata", "labels")));
   return true;
 }
 
@@ -70,12 +62,7 @@ std::optional<std::vector<podpatch::Labels>> StaticNodeSource::nodes_matching(
   }
   std::vector<podpatch::Labels> out;
   for (const podpatch::Labels& n : nodes_) {
-    bool match = true;
-    for (const auto& [k, v] : selector) {
-      auto it = n.find(k);
-      match = match && it != n.end() && it->second == v;
-    }
-    if (match) {
+    if (podpatch::matches(n, selector)) {
       out.push_back(n);
     }
   }

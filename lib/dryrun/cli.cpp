@@ -350,10 +350,17 @@ class Runner {
     }
   }
 
-  void separate() {
+  // -o json, or YAML (documents after the first separated by ---).
+  void print_object(const json& value, const std::string& format) {
+    if (format == "json") {
+      io_.out << admission::dump_json(value, 2) << "\n";
+      return;
+    }
     if (printed_yaml_) {
       io_.out << "---\n";
     }
+    io_.out << to_yaml(value);
+    printed_yaml_ = true;
   }
 
   Parsed<int> run_pod(Item& item) {
@@ -377,15 +384,11 @@ class Runner {
       return kExitAdmitted;
     }
     json mutated = req.object.patch(patch);
-    if (out == "json") {
-      io_.out << admission::dump_json(mutated, 2) << "\n";
-    } else if (out == "table") {
+    if (out == "table") {
       io_.out << format_table({{1, std::string(podpatch_group(mutated)),
                                 r.placement ? r.placement->slot : podpatch::Slot{}, mutated}});
     } else {
-      separate();
-      io_.out << to_yaml(mutated);
-      printed_yaml_ = true;
+      print_object(mutated, out);
     }
     return kExitAdmitted;
   }
@@ -442,12 +445,8 @@ class Runner {
       if (!rows.empty()) {
         io_.out << format_table(rows);
       }
-    } else if (out == "json") {
-      io_.out << admission::dump_json(list, 2) << "\n";
     } else {
-      separate();
-      io_.out << to_yaml(list);
-      printed_yaml_ = true;
+      print_object(list, out);
     }
     return kExitAdmitted;
   }

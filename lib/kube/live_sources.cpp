@@ -13,15 +13,7 @@ std::string name_of(const json& object) {
 }
 
 podpatch::Labels labels_of(const json& object) {
-  podpatch::Labels labels;
-  if (const json* l = podpatch::member(object, "metadata", "labels"); l != nullptr && l->is_object()) {
-    for (const auto& [k, v] : l->items()) {
-      if (v.is_string()) {
-        labels.emplace(k, v.get<std::string>());
-      }
-    }
-  }
-  return labels;
+  return podpatch::to_labels(podpatch::member(object, "metadata", "labels"));
 }
 
 // (namespace, name) and the ray.io/headless-worker-svc label of a Service.
@@ -69,12 +61,7 @@ std::optional<std::vector<podpatch::Labels>> LiveNodeSource::nodes_matching(
   }
   std::vector<podpatch::Labels> out;
   for (const auto& [name, labels] : nodes_) {
-    bool match = true;
-    for (const auto& [k, v] : selector) {
-      auto it = labels.find(k);
-      match = match && it != labels.end() && it->second == v;
-    }
-    if (match) {
+    if (podpatch::matches(labels, selector)) {
       out.push_back(labels);
     }
   }

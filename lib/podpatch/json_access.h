@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "podpatch/sources.h"
+
 namespace podpatch {
 
 using json = nlohmann::json;
@@ -52,6 +54,20 @@ inline json& object_member(json& obj, std::string_view key) {
     return slot;
   }
   return *it;
+}
+
+// The string members of `obj` (a labels map, a nodeSelector) as Labels; other members, a null
+// or a non-object give nothing.
+inline Labels to_labels(const json* obj) {
+  Labels out;
+  if (obj != nullptr && obj->is_object()) {
+    for (const auto& [key, value] : obj->items()) {
+      if (value.is_string()) {
+        out.emplace(key, value.get<std::string>());
+      }
+    }
+  }
+  return out;
 }
 
 // Serializes without throwing: invalid UTF-8 in strings becomes U+FFFD (nlohmann's default

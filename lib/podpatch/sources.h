@@ -18,6 +18,18 @@ namespace podpatch {
 
 using Labels = std::map<std::string, std::string, std::less<>>;
 
+// Whether `labels` has every key of `selector` with the same value (a Kubernetes equality
+// selector such as a Pod's nodeSelector).
+inline bool matches(const Labels& labels, const Labels& selector) {
+  for (const auto& [key, value] : selector) {
+    auto it = labels.find(key);
+    if (it == labels.end() || it->second != value) {
+      return false;
+    }
+  }
+  return true;
+}
+
 // A worker group of a RayCluster.
 struct GroupKey {
   std::string ns;

@@ -20,18 +20,6 @@ GroupDenial deny(std::string reason, std::string message,
   return {{code, std::move(message)}, std::move(reason)};
 }
 
-Labels string_map(const json* obj) {
-  Labels out;
-  if (obj != nullptr && obj->is_object()) {
-    for (const auto& [k, v] : obj->items()) {
-      if (v.is_string()) {
-        out.emplace(k, v.get<std::string>());
-      }
-    }
-  }
-  return out;
-}
-
 // V3 for one subsliced group of `hosts` hosts.
 std::optional<GroupDenial> check_subslice(const std::string& where, std::string_view subslice,
                                           const json* node_selector, int hosts, NodeSource& nodes,
@@ -59,7 +47,7 @@ std::optional<GroupDenial> check_subslice(const std::string& where, std::string_
                       std::to_string(parent_shape->dims3()[i]));
     }
   }
-  std::optional<std::vector<Labels>> listed = nodes.nodes_matching(string_map(node_selector));
+  std::optional<std::vector<Labels>> listed = nodes.nodes_matching(to_labels(node_selector));
   if (!listed || listed->empty()) {
     warnings.push_back(where + "this subsliced TPU worker group targets no Nodes yet, so its subslice placement cannot be chosen; "
                        "recreate the RayCluster once its TPU Nodes exist");

@@ -37,12 +37,7 @@ class ListedNodes : public podpatch::NodeSource {
   std::optional<std::vector<Labels>> nodes_matching(const Labels& selector) override {
     std::vector<Labels> out;
     for (const Labels& n : nodes_) {
-      bool match = true;
-      for (const auto& [k, v] : selector) {
-        auto it = n.find(k);
-        match = match && it != n.end() && it->second == v;
-      }
-      if (match) {
+      if (podpatch::matches(n, selector)) {
         out.push_back(n);
       }
     }
