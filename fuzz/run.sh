@@ -15,8 +15,7 @@ CXX=${FUZZ_CXX:-clang++-14} cmake -S . -B "$BUILD" -DWEBHOOK_SANITIZE=fuzz -DWEB
   { cat "$BUILD/configure.log"; exit 1; }
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(admission_fuzz topology_fuzz documents_fuzz)
-  grep -q "watch_fuzz" "$BUILD/Makefile" 2>/dev/null && targets+=(watch_fuzz)
+  targets=(admission_fuzz topology_fuzz documents_fuzz watch_fuzz)
 fi
 cmake --build "$BUILD" -j"$(nproc)" --target "${targets[@]}" >"$BUILD/build.log" 2>&1 ||
   { tail -50 "$BUILD/build.log"; exit 1; }

@@ -11,7 +11,7 @@ build_packages=(
 )
 test_packages=(
   curl openssl python3 python3-yaml yamllint prometheus wrk nginx-light procps
-  clang-14 libclang-rt-14-dev
+  clang-14 libclang-rt-14-dev valgrind
 )
 
 packages=("${build_packages[@]}")

@@ -111,7 +111,8 @@ def mutate_fixtures(work):
                 if r["allowed"] and "patch" in r:
                     to_patch.append((name, review["request"]["object"], decoded_patch(r)))
             client.close()
-            check(wh.stop() == 0, "the webhook did not exit 0")
+            code = wh.stop()
+            check(code == 0, "the webhook exited %s, not 0; its log ends:\n%s" % (code, wh.log_text()[-3000:]))
 
     def apply(item):
         name, pod, patch = item
@@ -155,7 +156,8 @@ def tutorial_workers(work):
                         check(env.get(k) == v, "%s %s: got %r, want %r" % (file_name, k, env.get(k), v))
             check(found, file_name + ": no worker with TPU_WORKER_ID " + shown["TPU_WORKER_ID"])
         client.close()
-        check(wh.stop() == 0, "the webhook did not exit 0")
+        code = wh.stop()
+        check(code == 0, "the webhook exited %s, not 0; its log ends:\n%s" % (code, wh.log_text()[-3000:]))
 
 
 @case
@@ -182,7 +184,8 @@ def validate_fixtures(work):
             check(offline == r, "%s: the server's answer differs from webhook-dryrun's\n %s\n %s"
                   % (f, r, offline))
         client.close()
-        check(wh.stop() == 0, "the webhook did not exit 0")
+        code = wh.stop()
+        check(code == 0, "the webhook exited %s, not 0; its log ends:\n%s" % (code, wh.log_text()[-3000:]))
 
 
 def raw_https(port, ca, payload, read_timeout=10):
@@ -302,7 +305,8 @@ def malformed_requests(work):
         data = raw_https(wh.https_port, certs.ca, b"BREW /mutate HTTP/1.1\r\nHost: x\r\n\r\n")
         s, h, d = split_response(data)
         check(s == 400 and json.loads(d)["code"] == 400, "malformed request line: %r" % data)
-        check(wh.stop() == 0, "the webhook did not exit 0")
+        code = wh.stop()
+        check(code == 0, "the webhook exited %s, not 0; its log ends:\n%s" % (code, wh.log_text()[-3000:]))
 
 
 @case
@@ -352,7 +356,8 @@ def slow_clients(work):
             s.close()
         status, _ = wh.health("/readyz")
         check(status == 200, "not ready after the slow clients")
-        check(wh.stop() == 0, "the webhook did not exit 0")
+        code = wh.stop()
+        check(code == 0, "the webhook exited %s, not 0; its log ends:\n%s" % (code, wh.log_text()[-3000:]))
         print("served %d requests beside 40 slow clients; %d slow clients cut off" % (served, len(cut)))
 
 
@@ -379,7 +384,8 @@ def tls_versions(work):
         check(ok and "TLSv1.3" in out, "TLS 1.3 refused:\n" + out[-400:])
         ok, out = handshake("-tls1_2", "-cipher", "AES128-SHA")
         check(not ok, "a CBC, non-forward-secret cipher was accepted")
-        check(wh.stop() == 0, "the webhook did not exit 0")
+        code = wh.stop()
+        check(code == 0, "the webhook exited %s, not 0; its log ends:\n%s" % (code, wh.log_text()[-3000:]))
 
 
 class Load:
@@ -513,7 +519,8 @@ def certificate_rotation(work):
         expiry = re.search(r"^kuberay_tpu_webhook_tls_certificate_expiry_timestamp_seconds (\d+)$",
                            metrics, re.M)
         check(expiry and int(expiry.group(1)) > time.time(), "no certificate expiry metric")
-        check(wh.stop() == 0, "the webhook did not exit 0")
+        code = wh.stop()
+        check(code == 0, "the webhook exited %s, not 0; its log ends:\n%s" % (code, wh.log_text()[-3000:]))
         print("%d requests (%d on new connections) across 2 rotations, 0 failed" % (total, fresh.ok))
 
 
@@ -638,7 +645,8 @@ def metrics_and_health(work):
                 check(field in l, "admission log line without " + field + ": %s" % l)
         patched = [l for l in lines if l["outcome"] == "patched"][0]
         check(patched["replica"] == 0 and patched["host"] == 0, "placement not logged")
-        check(wh.stop() == 0, "the webhook did not exit 0")
+        code = wh.stop()
+        check(code == 0, "the webhook exited %s, not 0; its log ends:\n%s" % (code, wh.log_text()[-3000:]))
 
 
 @case
@@ -685,7 +693,8 @@ def command_line(work):
                      expect_start=False) as busy:
             code = busy.proc.wait(15)
             check(code == 1 and "cannot listen" in busy.log_text(), "busy port: %s" % busy.log_text())
-        check(wh.stop() == 0, "the webhook did not exit 0")
+        code = wh.stop()
+        check(code == 0, "the webhook exited %s, not 0; its log ends:\n%s" % (code, wh.log_text()[-3000:]))
 
 
 class FakeApi:

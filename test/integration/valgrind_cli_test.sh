@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# valgrind memcheck on webhook-dryrun over every fixture: no memory error, no leak.
+# usage: valgrind_cli_test.sh WEBHOOK_DRYRUN PROJECT_DIR
+set -uo pipefail
+BIN=$1
+ROOT=$2
+if ! command -v valgrind >/dev/null; then
+  echo "valgrind not found: run scripts/setup.sh"
+  exit 1
+fi
+fails=0
+run() {  # run <args...>: memcheck must report nothing; the exit status of the CLI is ignored
+  valgrind --tool=memcheck --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect \
+    --quiet "$BIN" "$@" >/dev/null 2>"$WORK/vg.err"
+  if [ $? -eq 99 ]; then
+    echo "FAIL: memcheck on webhook-dryrun $*"
+    head -40 "$WORK/vg.err"
+    fails=$((fails + 1))
+  fi
+}
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+n=0
+for f in "$ROOT"/test/fixtures/pods/*.json "$ROOT"/test/fixtures/rayclusters/*/*.yaml \
+         "$ROOT"/test/fixtures/regressions/*; do
+  run -o json "$f"; n=$((n + 1))
+done
+# AdmissionReviews in batches (one process per file is slow under valgrind).
+reviews=()
+for f in "$ROOT"/test/fixtures/admission/*.json; do
+  case $f in *.config.json) ;; *) reviews+=("$f") ;; esac
+done
+run "${reviews[@]}"; n=$((n + ${#reviews[@]}))
+run --explain --kuberay-indexing=off --existing "$ROOT/test/fixtures/admission/legacy-gap.cluster.yaml" \
+  -o yaml "$ROOT/test/fixtures/gke-tutorial/ray-cluster.tpu-v6e-multihost.yaml"
+run -o patch "$ROOT/test/fixtures/pods/v6e-16-multihost-worker-no-indexing.json"
+[ "$fails" -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
+echo "ok: memcheck clean over $n fixtures"
