@@ -83,7 +83,7 @@ TEST_CASE("Terms/svc: KubeRay <= 1.3 names it CheckName(<cluster>-headless-worke
   }
 }
 
-TEST_CASE("--kuberay-version: parse_kuberay_version", "[topology][names]") {
+TEST_CASE("KubeRay version flag: parse_kuberay_version", "[topology][names]") {
   SECTION("good rows") {
     auto [text, major, minor, legacy] = GENERATE(table<std::string, int, int, bool>({
         {"1.6", 1, 6, false},
