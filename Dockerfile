@@ -30,6 +30,7 @@ RUN apt-get update \
         libcpp-httplib0.11 \
         libfmt9 \
         libgcc-s1 \
+        libjemalloc2 \
         libspdlog1.10 \
         libssl3 \
         libstdc++6 \

@@ -126,7 +126,8 @@ std::string format_table(const std::vector<TableRow>& rows) {
     const json* spec = podpatch::member(r.pod, "spec");
     std::string hostname(podpatch::string_member(spec, "hostname").value_or("-"));
     if (auto sub = podpatch::string_member(spec, "subdomain"); sub && hostname != "-") {
-      hostname += "." + std::string(*sub);
+      hostname += '.';
+      hostname += *sub;
     }
     std::string gen(podpatch::string_member(podpatch::member(r.pod, "metadata"), "generateName")
                         .value_or("-"));

@@ -80,7 +80,8 @@ std::string megascale_coordinator(std::string_view group, std::string_view svc, 
                                   int megascale_base) {
   std::string out = host_dns_name(group, 0, 0, svc);
   if (tpu7x) {
-    out += ":" + std::to_string(megascale_base);
+    out += ':';
+    out += std::to_string(megascale_base);
   }
   return out;
 }

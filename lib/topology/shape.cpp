@@ -39,7 +39,8 @@ std::vector<std::string_view> split_x(std::string_view text) {
 std::string Shape::text() const {
   std::string out = std::to_string(dims[0]) + "x" + std::to_string(dims[1]);
   if (rank == 3) {
-    out += "x" + std::to_string(dims[2]);
+    out += 'x';
+    out += std::to_string(dims[2]);
   }
   return out;
 }
