@@ -21,7 +21,7 @@ cmake --build "$BUILD" -j"$(nproc)" --target "${targets[@]}" >"$BUILD/build.log"
   { tail -50 "$BUILD/build.log"; exit 1; }
 
 seed() {  # seed <target> <corpus dir>
-  local dir=$2
+  local dir=$2 t
   mkdir -p "$dir"
   case $1 in
     admission_fuzz)
