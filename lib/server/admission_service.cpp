@@ -149,7 +149,7 @@ HttpReply AdmissionService::serve(const HttpRequestView& request) const {
                     : request.path == "/validate" ? Webhook::kValidate
                                                   : Webhook::kOther;
   HttpReply reply;
-  reply.close = request.too_large || request.incomplete;
+  reply.close = request.too_large || request.incomplete || request.timed_out;
   if (webhook == Webhook::kOther) {
     if (request.path == "/" && (request.method == "GET" || request.method == "HEAD")) {
       reply.content_type = "text/plain";
@@ -177,6 +177,8 @@ HttpReply AdmissionService::serve(const HttpRequestView& request) const {
                       "request body is larger than " + std::to_string(max_body_bytes_) +
                           " bytes (--max-body-bytes)",
                       "body_too_large"};
+  } else if (request.timed_out) {
+    failure = Failure{408, std::string(kReadTimeoutMessage), "request_timeout"};
   } else if (request.incomplete) {
     failure = Failure{400, "request body ended before its declared length", "malformed_request"};
   } else if (!is_json_content_type(request.content_type)) {

@@ -31,7 +31,13 @@ struct HttpRequestView {
   std::string_view body;
   bool too_large = false;   // longer than max_body_bytes (declared or read)
   bool incomplete = false;  // the client stopped sending before the end
+  bool timed_out = false;   // incomplete because --read-timeout passed (the connection closes)
 };
+
+// The answer to a request that did not arrive within --read-timeout (HTTP 408, or a denial
+// with that code when its uid could be read).
+inline constexpr std::string_view kReadTimeoutMessage =
+    "the request did not arrive within --read-timeout; send it whole, without pauses";
 
 struct HttpReply {
   int status = 200;

@@ -175,6 +175,7 @@ ssize_t Connection::raw_read(char* buf, std::size_t len) {
       if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
         if (!wait(err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT)) {
           error_ = "read timed out";
+          timed_out_ = true;
           return -1;
         }
         continue;
@@ -193,6 +194,7 @@ ssize_t Connection::raw_read(char* buf, std::size_t len) {
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
       if (!wait(POLLIN)) {
         error_ = "read timed out";
+        timed_out_ = true;
         return -1;
       }
       continue;

@@ -68,6 +68,9 @@ class Connection final : public httplib::Stream {
 
   const std::string& error() const { return error_; }
   bool over_budget() const { return over_budget_; }
+  // A read outlived the request's deadline (--read-timeout). The connection must close: what the
+  // client sends next would be the rest of a request already given up on.
+  bool timed_out() const { return timed_out_; }
 
   // httplib::Stream
   bool is_readable() const override;
@@ -99,6 +102,7 @@ class Connection final : public httplib::Stream {
   std::string out_;
   std::size_t request_bytes_ = 0;
   bool over_budget_ = false;
+  bool timed_out_ = false;
   bool failed_ = false;
   std::string error_;
   std::string remote_ip_;

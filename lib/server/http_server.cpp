@@ -23,6 +23,7 @@ constexpr int kBacklog = 1024;
 struct ConnectionRequests {
   bool close = false;
   bool linger = false;
+  const Connection* conn = nullptr;
 };
 thread_local ConnectionRequests* tl_connection = nullptr;
 
@@ -121,6 +122,10 @@ HttpServer::HttpServer(HttpServerOptions options, const Log& log)
     : options_(std::move(options)), log_(log) {
   new_task_queue = [this] { return new WorkerPool(options_.max_threads, pressure_fd_); };
   set_socket_options(reuse_address);
+  // Only for the Keep-Alive header httplib writes; the loop below enforces both limits.
+  set_keep_alive_max_count(static_cast<std::size_t>(options_.max_requests_per_connection));
+  set_keep_alive_timeout(
+      std::chrono::duration_cast<std::chrono::seconds>(options_.idle_timeout).count());
 }
 
 HttpServer::~HttpServer() = default;
@@ -179,6 +184,11 @@ void HttpServer::close_after_response(bool unread_body) {
   }
 }
 
+bool HttpServer::request_timed_out() {
+  return tl_connection != nullptr && tl_connection->conn != nullptr &&
+         tl_connection->conn->timed_out();
+}
+
 bool HttpServer::process_and_close_socket(socket_t sock) {
   int flags = fcntl(sock, F_GETFL, 0);
   fcntl(sock, F_SETFL, flags | O_NONBLOCK);
@@ -218,11 +228,16 @@ bool HttpServer::process_and_close_socket(socket_t sock) {
     bool last = stopping_ || served + 1 >= options_.max_requests_per_connection;
     bool connection_closed = false;
     requests = {};
+    requests.conn = &conn;
     ok = process_request(conn, last, connection_closed, nullptr);
     ok = conn.flush() && ok;
     served += ok ? 1 : 0;
     if (!ok) {
       why = conn.over_budget() ? "request over the size limit" : conn.error();
+    }
+    if (ok && conn.timed_out()) {
+      why = conn.error();
+      break;
     }
     if (!ok || connection_closed || last || requests.close) {
       break;

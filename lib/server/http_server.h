@@ -81,6 +81,11 @@ class HttpServer : public httplib::Server {
   // handler.
   static void close_after_response(bool unread_body);
 
+  // Called while httplib writes an error page: true when the request failed because it did not
+  // arrive within the read timeout (httplib reports that as a bare 400). The connection then
+  // closes after the response.
+  static bool request_timed_out();
+
  private:
   bool process_and_close_socket(socket_t sock) override;
 

@@ -24,6 +24,7 @@ struct BodyRead {
   std::string body;
   bool too_large = false;
   bool incomplete = false;
+  bool timed_out = false;
 };
 
 BodyRead read_body(const httplib::Request& req, const httplib::ContentReader& reader,
@@ -57,6 +58,7 @@ BodyRead read_body(const httplib::Request& req, const httplib::ContentReader& re
   });
   if (!complete && !out.too_large) {
     out.incomplete = true;
+    out.timed_out = HttpServer::request_timed_out();
   }
   return out;
 }
@@ -80,6 +82,8 @@ std::string_view http_problem(int status) {
       return "malformed HTTP request";
     case 404:
       return "no such path; the webhook serves POST /mutate and POST /validate";
+    case 408:
+      return kReadTimeoutMessage;
     case 413:
       return "request too large";
     case 414:
@@ -97,6 +101,10 @@ void json_errors(httplib::Server& server) {
                                                     httplib::Response& res) {
     if (!res.body.empty()) {
       return httplib::Server::HandlerResponse::Unhandled;
+    }
+    if (HttpServer::request_timed_out()) {
+      res.status = 408;
+      res.set_header("Connection", "close");
     }
     res.set_content(status_json(res.status, http_problem(res.status)), "application/json");
     return httplib::Server::HandlerResponse::Handled;
@@ -240,12 +248,12 @@ void WebhookServer::install_routes() {
     BodyRead body = read_body(req, reader, service_.max_body_bytes());
     std::string content_type = req.get_header_value("Content-Type");
     write_reply(service_.serve({req.method, req.path, content_type, body.body, body.too_large,
-                                body.incomplete}),
+                                body.incomplete, body.timed_out}),
                 https_->stopping(), res);
   };
   auto without_body = [this](const httplib::Request& req, httplib::Response& res) {
     std::string content_type = req.get_header_value("Content-Type");
-    HttpReply reply = service_.serve({req.method, req.path, content_type, "", false, false});
+    HttpReply reply = service_.serve({req.method, req.path, content_type, "", false, false, false});
     // A GET or OPTIONS with a body httplib did not read: do not parse it as the next request.
     reply.close = reply.close || req.has_header("Transfer-Encoding") ||
                   (req.has_header("Content-Length") && req.get_header_value("Content-Length") != "0");

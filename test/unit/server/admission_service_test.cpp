@@ -142,6 +142,8 @@ TEST_CASE("envelope failures with a readable uid are AdmissionReview denials (is
        "larger than 65536 bytes", true},
       {"cut short", {"POST", "/mutate", "application/json", truncated, false, true}, 400,
        "ended before", true},
+      {"timed out", {"POST", "/mutate", "application/json", truncated, false, true, true}, 408,
+       "--read-timeout", true},
       {"wrong content type", {"POST", "/mutate", "text/plain", good}, 415,
        "Content-Type is \"text/plain\"", false},
       {"missing content type", {"POST", "/validate", "", good}, 415, "Content-Type is missing",
@@ -176,6 +178,8 @@ TEST_CASE("envelope failures without a uid are HTTP errors with one line of JSON
                "larger than");
   check_status(f.post("/mutate", "not json", "text/plain"), 415, "expected application/json");
   check_status(f.post("/mutate", ""), 400, "empty request body");
+  check_status(f.service->serve({"POST", "/validate", "application/json", "{\"api", false, true, true}),
+               408, "--read-timeout");
   check_status(f.post("/mutate", "{\"a\":"), 400, "not valid JSON");
   check_status(f.post("/mutate", "[1,2]"), 400, "not an AdmissionReview");
   check_status(f.post("/validate", R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"})"),
@@ -186,6 +190,7 @@ TEST_CASE("envelope failures without a uid are HTTP errors with one line of JSON
   CHECK_THAT(metrics, Catch::Contains(R"(requests_total{webhook="mutate",code="405"} 2)"));
   CHECK_THAT(metrics, Catch::Contains(R"(requests_total{webhook="other",code="404"} 2)"));
   CHECK_THAT(metrics, Catch::Contains(R"(denials_total{webhook="mutate",reason="malformed_request"})"));
+  CHECK_THAT(metrics, Catch::Contains(R"(denials_total{webhook="validate",reason="request_timeout"} 1)"));
 }
 
 TEST_CASE("GET / answers as the Go webhook's probes expect", "[service]") {
