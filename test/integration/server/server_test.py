@@ -188,8 +188,9 @@ def validate_fixtures(work):
         check(code == 0, "the webhook exited %s, not 0; its log ends:\n%s" % (code, wh.log_text()[-3000:]))
 
 
-def raw_https(port, ca, payload, read_timeout=10):
-    """Sends raw bytes over TLS and returns everything the server answers until it closes."""
+def raw_https(port, ca, payload, read_timeout=10, until_closed=False):
+    """Sends raw bytes over TLS and returns what the server answers: one whole response, or with
+    `until_closed` everything until the server closes the connection."""
     ctx = tls_context(ca)
     with socket.create_connection(("127.0.0.1", port), timeout=read_timeout) as raw:
         with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
@@ -206,7 +207,7 @@ def raw_https(port, ca, payload, read_timeout=10):
                 if not data:
                     break
                 chunks.append(data)
-                if b"\r\n\r\n" in b"".join(chunks):
+                if not until_closed and b"\r\n\r\n" in b"".join(chunks):
                     head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
                     m = re.search(rb"Content-Length: (\d+)", head, re.I)
                     if m and len(body) >= int(m.group(1)):
@@ -373,35 +374,23 @@ def read_timeout_mid_request(work):
     certs = Certs(work)
     crt, key = certs.issue("webhook")
     with Webhook(work, crt, key, "--read-timeout=2s") as wh:
-        ctx = tls_context(certs.ca)
         parts = {
             "headers": b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: applica",
             "body": b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                     b"Content-Length: 100\r\n\r\n{\"apiVersion\":",
         }
         for what, first in parts.items():
-            raw = socket.create_connection(("127.0.0.1", wh.https_port), timeout=15)
-            with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
-                s.sendall(first)
-                started = time.monotonic()
-                data = b""
-                while True:
-                    try:
-                        chunk = s.recv(65536)
-                    except (ConnectionResetError, ssl.SSLError, socket.timeout):
-                        break
-                    if not chunk:
-                        break
-                    data += chunk
-                waited = time.monotonic() - started
-                check(data != b"", "%s: no answer before the connection closed" % what)
-                status, headers, body = split_response(data)
-                check(status == 408 and headers.get("connection") == "close",
-                      "%s: want 408 and Connection: close, got %r" % (what, data[:300]))
-                err = json.loads(body)
-                check(err["code"] == 408 and "--read-timeout" in err["message"],
-                      "%s: unexpected error body %s" % (what, body))
-                check(waited < 12, "%s: the connection stayed open %.1f s" % (what, waited))
+            started = time.monotonic()
+            data = raw_https(wh.https_port, certs.ca, first, read_timeout=15, until_closed=True)
+            waited = time.monotonic() - started
+            check(data != b"", "%s: no answer before the connection closed" % what)
+            status, headers, body = split_response(data)
+            check(status == 408 and headers.get("connection") == "close",
+                  "%s: want 408 and Connection: close, got %r" % (what, data[:300]))
+            err = json.loads(body)
+            check(err["code"] == 408 and "--read-timeout" in err["message"],
+                  "%s: unexpected error body %s" % (what, body))
+            check(waited < 12, "%s: the connection stayed open %.1f s" % (what, waited))
         status, _ = wh.health("/readyz")
         check(status == 200, "not ready after timed-out requests")
         code = wh.stop()
