@@ -59,11 +59,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                 if (!ev) {
                   return ev.error();
                 }
-                if (ev->kind == kube::WatchEvent::Kind::kAdded ||
-                    ev->kind == kube::WatchEvent::Kind::kModified) {
-                  feed.event(kube::EventType::kModified, ev->object);
-                } else if (ev->kind == kube::WatchEvent::Kind::kDeleted) {
-                  feed.event(kube::EventType::kDeleted, ev->object);
+                if (ev->kind == kube::WatchEvent::Kind::kObject) {
+                  feed.event(ev->type, ev->object);
                 }
                 return webhook::Status();
               })

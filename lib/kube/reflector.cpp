@@ -140,12 +140,16 @@ webhook::Result<WatchEvent> decode_watch_event(std::string_view line) {
   }
   WatchEvent out;
   const std::string& type = ev["type"].get_ref<const std::string&>();
-  out.kind = type == "ADDED"      ? WatchEvent::Kind::kAdded
-             : type == "MODIFIED" ? WatchEvent::Kind::kModified
-             : type == "DELETED"  ? WatchEvent::Kind::kDeleted
-             : type == "BOOKMARK" ? WatchEvent::Kind::kBookmark
-             : type == "ERROR"    ? WatchEvent::Kind::kError
+  if (type == "ADDED" || type == "MODIFIED" || type == "DELETED") {
+    out.kind = WatchEvent::Kind::kObject;
+    out.type = type == "ADDED"      ? EventType::kAdded
+               : type == "MODIFIED" ? EventType::kModified
+                                    : EventType::kDeleted;
+  } else {
+    out.kind = type == "BOOKMARK" ? WatchEvent::Kind::kBookmark
+               : type == "ERROR"  ? WatchEvent::Kind::kError
                                   : WatchEvent::Kind::kOther;
+  }
   if (auto found = ev.find("object"); found != ev.end()) {
     out.object = std::move(*found);
   }
@@ -188,13 +192,8 @@ Reflector::WatchEnd Reflector::watch(std::string& resource_version, std::stop_to
       case WatchEvent::Kind::kBookmark:
         ++counters_.bookmarks;
         break;
-      case WatchEvent::Kind::kAdded:
-      case WatchEvent::Kind::kModified:
-      case WatchEvent::Kind::kDeleted:
-        sink_.event(ev->kind == WatchEvent::Kind::kAdded      ? EventType::kAdded
-                    : ev->kind == WatchEvent::Kind::kModified ? EventType::kModified
-                                                              : EventType::kDeleted,
-                    ev->object);
+      case WatchEvent::Kind::kObject:
+        sink_.event(ev->type, ev->object);
         ++counters_.events;
         break;
       case WatchEvent::Kind::kOther:

@@ -42,8 +42,9 @@ enum class EventType { kAdded, kModified, kDeleted };
 
 // One line of a watch stream, decoded: `{"type": "ADDED", "object": {...}}`.
 struct WatchEvent {
-  enum class Kind { kAdded, kModified, kDeleted, kBookmark, kError, kOther };
+  enum class Kind { kObject, kBookmark, kError, kOther };
   Kind kind = Kind::kOther;
+  EventType type = EventType::kAdded;  // kObject: ADDED, MODIFIED or DELETED
   nlohmann::json object;         // the object (for ERROR: the Status)
   std::string resource_version;  // object.metadata.resourceVersion, "" when absent
   int error_code = 0;            // ERROR: the Status code (410: the resourceVersion is too old)

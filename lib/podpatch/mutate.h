@@ -38,9 +38,10 @@ json mutable_parts(const json& pod);
 // single-host Pod with MEGASCALE_NUM_SLICES in a TPU container (so the coordinator resolves).
 bool needs_pod_dns(const PodView& pod, const topology::Slice& slice);
 
-// Mutates `pod`, a copy of view.pod() or mutable_parts(view.pod()) (the view reads the original). Cannot fail: everything it
-// relies on was checked by PodView::create and Slice::create. Returns the M7 warnings about user
-// values kept or replaced, each naming the container and variable.
+// Mutates `pod`, a copy of view.pod() or mutable_parts(view.pod()) (the view reads the
+// original). Cannot fail: everything it relies on was checked by PodView::create and
+// Slice::create. Returns the M7 warnings about user values kept or replaced, each naming the
+// container and variable.
 std::vector<std::string> mutate(json& pod, const PodView& view, const MutationPlan& plan);
 
 }  // namespace podpatch

@@ -370,7 +370,7 @@ Serving:
 Placement:
   --legacy-indexing=auto|on|off   place Pods without KubeRay's index labels from the cluster's
                                   Pods (needs API access; auto: on when API access is
-                                  configured; this build has none, so auto means off)
+                                  configured, which in a Pod means always)
   --kube-config-path=FILE         kubeconfig for API access (default: in-cluster config)
   --reservation-ttl=DURATION      how long a legacy placement is held for a Pod the API has not
                                   shown yet (default 10s)

@@ -232,14 +232,11 @@ bool HttpServer::process_and_close_socket(socket_t sock) {
     ok = process_request(conn, last, connection_closed, nullptr);
     ok = conn.flush() && ok;
     served += ok ? 1 : 0;
-    if (!ok) {
+    if (!ok || conn.timed_out()) {
       why = conn.over_budget() ? "request over the size limit" : conn.error();
     }
-    if (ok && conn.timed_out()) {
-      why = conn.error();
-      break;
-    }
-    if (!ok || connection_closed || last || requests.close) {
+    // A timed-out request was answered (408) but ends its connection.
+    if (!ok || connection_closed || last || requests.close || conn.timed_out()) {
       break;
     }
   }

@@ -400,13 +400,13 @@ TEST_CASE("Live Nodes decide subslices and the live headless Service names the s
   for (int i = 0; i < 8; ++i) {
     api.create("nodes",
                {{"metadata",
-                 {{"name", "node-" + std::to_string(i)},
+                 {{"name", std::string("node-").append(std::to_string(i))},
                   {"labels",
                    {{"cloud.google.com/gke-tpu-accelerator", "tpu-v6e-slice"},
                     {"cloud.google.com/gke-tpu-topology", "8x8"},
                     {"cloud.google.com/gce-topology-block", "b1"},
                     {"cloud.google.com/gce-topology-subblock", i < 4 ? "s1" : "s2"},
-                    {"cloud.google.com/gce-topology-host", "h" + std::to_string(i)}}}}}});
+                    {"cloud.google.com/gce-topology-host", std::string("h").append(std::to_string(i))}}}}}});
   }
   api.create("nodes", {{"metadata", {{"name", "cpu-node"}, {"labels", {{"pool", "cpu"}}}}}});
   api.create("services",
