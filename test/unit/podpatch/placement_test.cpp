@@ -38,6 +38,15 @@ json index_labels(const std::string& replica, const std::string& host) {
   return labels;
 }
 
+// placement_from_labels for a worker with these index labels ("-": absent) in a slice of `hosts`.
+webhook::Result<std::optional<Placement>> place_by_labels(const std::string& replica,
+                                                          const std::string& host, int hosts) {
+  json pod = worker(index_labels(replica, host));
+  webhook::Result<PodView> view = PodView::create(pod);
+  REQUIRE(view.has_value());
+  return podpatch::placement_from_labels(*view, hosts);
+}
+
 }  // namespace
 
 TEST_CASE("M3.1/M3.2: placement_from_labels, good rows", "[podpatch][placement]") {
@@ -54,10 +63,7 @@ TEST_CASE("M3.1/M3.2: placement_from_labels, good rows", "[podpatch][placement]"
           {"5", "-", 1, 5, 0, PlacementPath::kReplicaLabel},
       }));
   CAPTURE(replica, host, hosts);
-  json pod = worker(index_labels(replica, host));
-  webhook::Result<PodView> view = PodView::create(pod);
-  REQUIRE(view.has_value());
-  webhook::Result<std::optional<Placement>> p = podpatch::placement_from_labels(*view, hosts);
+  webhook::Result<std::optional<Placement>> p = place_by_labels(replica, host, hosts);
   REQUIRE(p.has_value());
   REQUIRE(p->has_value());
   CHECK((*p)->slot == Slot{want_replica, want_host});
@@ -75,10 +81,7 @@ TEST_CASE("M3.3: placement_from_labels leaves undecided Pods to legacy placement
       {"-", "0", 1},
   }));
   CAPTURE(replica, host, hosts);
-  json pod = worker(index_labels(replica, host));
-  webhook::Result<PodView> view = PodView::create(pod);
-  REQUIRE(view.has_value());
-  webhook::Result<std::optional<Placement>> p = podpatch::placement_from_labels(*view, hosts);
+  webhook::Result<std::optional<Placement>> p = place_by_labels(replica, host, hosts);
   REQUIRE(p.has_value());
   CHECK_FALSE(p->has_value());
 }
@@ -111,10 +114,7 @@ TEST_CASE("M3.1: bad index labels are denied, naming the label and value",
           {"one", "-", 1, "label ray.io/worker-group-replica-index=\"one\" is not a non-negative"},
       }));
   CAPTURE(replica, host, hosts);
-  json pod = worker(index_labels(replica, host));
-  webhook::Result<PodView> view = PodView::create(pod);
-  REQUIRE(view.has_value());
-  webhook::Result<std::optional<Placement>> p = podpatch::placement_from_labels(*view, hosts);
+  webhook::Result<std::optional<Placement>> p = place_by_labels(replica, host, hosts);
   REQUIRE_FALSE(p.has_value());
   CHECK(p.error().code == webhook::ErrorCode::kInvalidArgument);
   CHECK_THAT(p.error().message, Catch::StartsWith(message));
