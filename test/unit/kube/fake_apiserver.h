@@ -1,23 +1,41 @@
 #pragma once
-// A kube-apiserver stand-in on 127.0.0.1 for the lib/kube tests and the legacy benchmark: list
-// and watch of pods, nodes and services (GET /api/v1/<resource>) as the real one speaks them —
-// label selectors, resourceVersion, limit/continue (or a whole list when `ignore_limit`, as the
-// watch cache does), chunked JSON-lines watches with bookmarks and timeoutSeconds, 410 Gone for a
-// compacted resourceVersion (an ERROR event, or an HTTP 410 when `gone_as_status`), bearer-token
-// checks — plus faults for tests: dropped watches, failing requests.
+// A kube-apiserver stand-in on 127.0.0.1 for the lib/kube tests, the legacy benchmark and the
+// fake-kube-apiserver process. Reads: list and watch of pods, nodes and services
+// (GET /api/v1/<resource>) as the real one speaks them — label selectors, resourceVersion,
+// limit/continue (or a whole list when `ignore_limit`, as the watch cache does), chunked
+// JSON-lines watches with bookmarks and timeoutSeconds, 410 Gone for a compacted resourceVersion
+// (an ERROR event, or an HTTP 410 when `gone_as_status`), bearer-token checks.
+//
+// Namespaced objects: pods and services under /api/v1/namespaces/{ns}/<resource>[/{name}] and
+// coordination.k8s.io/v1 Leases under /apis/coordination.k8s.io/v1/namespaces/{ns}/leases[/{name}]
+// (also listed and watched cluster-wide at /apis/coordination.k8s.io/v1/leases) with
+// kube-apiserver's write semantics: GET of one object, POST (generateName, uid, resourceVersion,
+// creationTimestamp; 409 AlreadyExists), PUT (optimistic concurrency: 409 Conflict on a stale
+// resourceVersion; a Lease needs one — 422 without — and a PUT of a missing Lease creates it, as
+// the Lease strategy allows), PATCH (merge-patch+json, json-patch+json), DELETE (DeleteOptions
+// preconditions), a write that changes nothing keeping its resourceVersion, and ADDED/MODIFIED/
+// DELETED watch events. Errors are Status objects with kube's reasons and messages.
+//
+// Faults for tests: dropped watches, failing reads and writes, slow writes, partitioned clients.
 //
 //   testing::FakeApiServer api({});                       // plain HTTP; .tls_cert/.tls_key: HTTPS
 //   api.create("pods", pod_json);                         // name from generateName, uid, rv
 //   api.drop_watches();                                   // cut every watch without a last chunk
 //   api.compact();                                        // older resourceVersions: 410 Gone
+//   api.fail_next_writes("leases", 409, 2);               // the next two Lease writes: Conflict
+//   api.partition("token-b");                             // that client's requests: 503
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <random>
 #include <set>
 #include <string>
 #include <thread>
@@ -33,6 +51,12 @@ struct Response;
 
 namespace testing {
 
+// A status code and the JSON body answered with it.
+struct FakeApiReply {
+  int status;
+  nlohmann::json body;
+};
+
 class FakeApiServer {
  public:
   struct Options {
@@ -42,6 +66,23 @@ class FakeApiServer {
     bool ignore_limit = false;     // serve every list whole
     bool gone_as_status = false;   // a compacted resourceVersion gets HTTP 410, not an ERROR event
     bool record_events = true;     // false: create() adds objects without watch events (bulk)
+    int port = 0;                  // 0: any free port
+    // Called before the API's own routes are added: more handlers on the same server (the
+    // fake-kube-apiserver process's /fake/ control endpoints). They bypass the token check.
+    std::function<void(httplib::Server&, FakeApiServer&)> extra_routes;
+  };
+
+  // Per resource, what writes (POST, PUT, PATCH, DELETE over HTTP) were asked and answered;
+  // create(), update() and remove() are not counted.
+  struct WriteStats {
+    int attempts = 0;        // every write request received, whatever its answer
+    int writes = 0;          // answered 2xx
+    int creates = 0;         // 2xx POSTs, and PUTs that created
+    int updates = 0;         // 2xx PUTs and PATCHes that updated (no-op ones included)
+    int deletes = 0;         // 2xx DELETEs
+    int conflicts = 0;       // answered 409 Conflict (stale resourceVersion, failed precondition,
+                             // or injected)
+    int already_exists = 0;  // answered 409 AlreadyExists
   };
 
   explicit FakeApiServer(Options options);
@@ -51,14 +92,19 @@ class FakeApiServer {
 
   int port() const { return port_; }
 
-  // Adds an object (metadata.name from generateName when unset; uid, resourceVersion and, for
-  // pods, a namespace of "default" when missing) and records an ADDED event. Returns it.
+  // The C++ side, for any resource, without the HTTP checks and not counted in write_stats().
+  // Adds an object (metadata.name from generateName when unset; uid, resourceVersion, the
+  // resource's kind and apiVersion and, but for nodes, a namespace of "default" when missing) and
+  // records an ADDED event; an object of that namespace/name is replaced. Returns it.
   nlohmann::json create(const std::string& resource, nlohmann::json object);
   // Replaces an existing object (MODIFIED); false when there is none of that namespace/name.
   bool update(const std::string& resource, nlohmann::json object);
   // Deletes it (DELETED); false when absent.
   bool remove(const std::string& resource, const std::string& ns, const std::string& name);
   std::vector<nlohmann::json> objects(const std::string& resource) const;
+  // One object; `ns` empty for cluster-scoped resources.
+  std::optional<nlohmann::json> get(const std::string& resource, const std::string& ns,
+                                    const std::string& name) const;
   std::int64_t resource_version() const;
 
   // Faults.
@@ -69,15 +115,37 @@ class FakeApiServer {
   void fail_next(const std::string& resource, int status, int count = 1);
   // The same for watch requests only.
   void fail_next_watch(const std::string& resource, int status, int count = 1);
+  // The next `count` writes (POST, PUT, PATCH, DELETE) of `resource` answer `status` with a
+  // Status body (409 Conflict, 500 InternalError, 503 ServiceUnavailable, 429 TooManyRequests,
+  // 504 Timeout, ...) and change nothing.
+  void fail_next_writes(const std::string& resource, int status, int count = 1);
+  // Every write waits this long before it is processed, as with a slow etcd (0: none).
+  void set_write_delay(std::chrono::milliseconds delay);
+  // Every request bearing bearer token `token` answers 503 at once and every open watch opened
+  // with it ends without its terminating chunk, until heal(). Several tokens may be partitioned.
+  void partition(const std::string& token);
+  void heal();  // lifts every partition
   void set_tokens(std::set<std::string> tokens);
   void set_ignore_limit(bool ignore);
+  // Starts (or stops) recording watch events, e.g. after a bulk load made with it off.
+  void set_record_events(bool record);
 
   // What was asked.
   int lists(const std::string& resource) const;
   int watches(const std::string& resource) const;
   int open_watches() const;
-  std::vector<std::string> queries() const;   // path?query of every request, in order
+  std::vector<std::string> queries() const;   // path?query of every read (GET), in order
   std::set<std::string> tokens_seen() const;  // bearer tokens received
+  WriteStats write_stats(const std::string& resource) const;
+  std::map<std::string, WriteStats> write_stats() const;  // every resource written to
+  int writes(const std::string& resource) const { return write_stats(resource).writes; }
+  int write_attempts(const std::string& resource) const {
+    return write_stats(resource).attempts;
+  }
+  int creates(const std::string& resource) const { return write_stats(resource).creates; }
+  int updates(const std::string& resource) const { return write_stats(resource).updates; }
+  int deletes(const std::string& resource) const { return write_stats(resource).deletes; }
+  int conflicts(const std::string& resource) const { return write_stats(resource).conflicts; }
 
  private:
   struct Event {
@@ -87,11 +155,33 @@ class FakeApiServer {
     nlohmann::json object;
   };
   struct Watch;
+  using Reply = FakeApiReply;
 
-  void serve_list(const std::string& resource, const httplib::Request& req,
-                  httplib::Response& res);
-  void serve_watch(const std::string& resource, const httplib::Request& req,
-                   httplib::Response& res);
+  void handle_read(const std::string& resource, const std::string& ns, const std::string& name,
+                   const httplib::Request& req, httplib::Response& res);
+  void handle_write(const std::string& resource, const std::string& ns, const std::string& name,
+                    const httplib::Request& req, httplib::Response& res);
+  void serve_list(const std::string& resource, const std::string& ns,
+                  const httplib::Request& req, httplib::Response& res);
+  void serve_watch(const std::string& resource, const std::string& ns, const std::string& token,
+                   const httplib::Request& req, httplib::Response& res);
+  // The write verbs, with mu_ held.
+  Reply create_locked(const std::string& resource, const std::string& ns,
+                      const std::string& body);
+  Reply replace_locked(const std::string& resource, const std::string& ns,
+                       const std::string& name, const std::string& body);
+  Reply patch_locked(const std::string& resource, const std::string& ns, const std::string& name,
+                     const std::string& content_type, const std::string& body);
+  Reply delete_locked(const std::string& resource, const std::string& ns,
+                      const std::string& name, const std::string& body);
+  // Stores `object` (already checked) as the new state of an existing object: a new
+  // resourceVersion and a MODIFIED event, or nothing when it is unchanged.
+  Reply commit_update_locked(const std::string& resource, nlohmann::json& stored,
+                             nlohmann::json object);
+  Reply store_new_locked(const std::string& resource, const std::string& ns,
+                         nlohmann::json object);
+  std::string random_suffix_locked();
+  std::string random_uid_locked();
   void record(const std::string& resource, const std::string& type, const nlohmann::json& object);
 
   Options options_;
@@ -115,6 +205,12 @@ class FakeApiServer {
   int open_watches_ = 0;
   std::vector<std::string> queries_;
   std::set<std::string> tokens_seen_;
+  std::map<std::string, std::deque<int>> write_failures_;
+  std::map<std::string, WriteStats> write_stats_;
+  std::chrono::milliseconds write_delay_{0};
+  std::set<std::string> partitioned_;
+  std::map<std::string, std::uint64_t> partition_cuts_;  // token -> times partitioned
+  std::mt19937_64 random_{std::random_device{}()};
 };
 
 // Whether `labels` (a metadata.labels object, or null) satisfy a selector such as
