@@ -99,8 +99,9 @@ int main(int argc, char** argv) {
   log.info("starting", {{"version", server::version_text()},
                         {"kuberay_version", flags->handler.kuberay.text()}});
 
-  // Legacy placement (SPEC M3.3) watches the cluster through the API: --legacy-indexing=on
-  // requires it, auto uses it when an API configuration is found (in a Pod, always).
+  // Legacy placement watches the cluster through the API and shares slot claims with the other
+  // replicas in Leases of the webhook's namespace: --legacy-indexing=on requires API access,
+  // auto uses it when an API configuration is found (in a Pod, always).
   std::unique_ptr<kube::LiveCluster> live;
   if (flags->legacy_indexing != server::LegacyIndexing::kOff) {
     webhook::Result<kube::ClusterConfig> api = kube::load_config(flags->kube_config_path);
@@ -110,9 +111,23 @@ int main(int argc, char** argv) {
       log.flush();
       return kExitStartup;
     }
+    webhook::Result<kube::NamespaceSource> ns = kube::webhook_namespace(
+        kube::process_env(), kube::kServiceAccountDir, flags->namespace_name);
+    if (api && !ns) {
+      log.error("cannot start: legacy placement needs the webhook's namespace",
+                {{"error", ns.error().message}});
+      log.flush();
+      return kExitStartup;
+    }
     if (api) {
       kube::LiveClusterOptions options;
-      options.reservation_ttl = flags->reservation_ttl;
+      options.claims.ns = ns->ns;
+      options.claims.holder = kube::replica_identity(kube::process_env());
+      options.claims.ttl = flags->reservation_ttl;
+      options.claims.budget = flags->claim_timeout;
+      log.info("slot claims", {{"namespace", ns->ns},
+                               {"namespace_from", ns->origin},
+                               {"replica", options.claims.holder}});
       options.log = [&log](kube::LogLevel level, const std::string& line) {
         switch (level) {
           case kube::LogLevel::kDebug:

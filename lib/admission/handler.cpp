@@ -214,7 +214,8 @@ Response Handler::mutate(const Request& req, std::vector<std::string>* explain) 
   }
   std::vector<std::string> warnings = slice->advisories();
   if (!placement) {
-    webhook::Result<podpatch::Slot> slot = pods_.place(*key, slice->hosts(), req.dry_run);
+    webhook::Result<podpatch::Slot> slot = pods_.place(podpatch::PlaceRequest{
+        *key, slice->hosts(), req.dry_run, view->display_name(), req.uid});
     if (!slot) {
       return deny_pod(req, &*view, slot.error(),
                       slot.error().code == webhook::ErrorCode::kAlreadyExists

@@ -24,27 +24,27 @@ bool StaticPodSource::add(const json& pod) {
   return true;
 }
 
-webhook::Result<podpatch::Slot> StaticPodSource::place(const podpatch::GroupKey& key, int hosts,
-                                                       bool dry_run) {
+webhook::Result<podpatch::Slot> StaticPodSource::place(const podpatch::PlaceRequest& request) {
   std::lock_guard lock(mu_);
-  std::vector<podpatch::Holder>& holders = holders_[key];
-  webhook::Result<podpatch::Slot> slot = podpatch::choose_slot(holders, hosts, key);
-  if (slot && !dry_run) {
+  std::vector<podpatch::Holder>& holders = holders_[request.key];
+  webhook::Result<podpatch::Slot> slot =
+      podpatch::choose_slot(holders, request.hosts, request.key);
+  if (slot && !request.dry_run) {
     holders.push_back({"(Pod admitted #" + std::to_string(++admitted_) + ")", *slot});
   }
   return slot;
 }
 
-webhook::Result<podpatch::Slot> DisabledPodSource::place(const podpatch::GroupKey& key, int hosts,
-                                                         bool /*dry_run*/) {
+webhook::Result<podpatch::Slot> DisabledPodSource::place(const podpatch::PlaceRequest& request) {
   return webhook::Error{
       webhook::ErrorCode::kFailedPrecondition,
       "the Pod has no KubeRay index labels (ray.io/worker-group-replica-index" +
-          std::string(hosts > 1 ? ", ray.io/replica-host-index" : "") +
+          std::string(request.hosts > 1 ? ", ray.io/replica-host-index" : "") +
           ") and this webhook runs without legacy placement, so it cannot tell which host of "
-          "worker group \"" + key.group +
+          "worker group \"" + request.key.group +
           "\" it is; enable KubeRay's RayMultiHostIndexing feature gate (KubeRay >= 1.5) or run "
-          "the webhook with --legacy-indexing=on"};
+          "the webhook with --legacy-indexing=auto or on (Helm value tpuWebhook.legacyIndexing, "
+          "default \"auto\")"};
 }
 
 bool StaticNodeSource::add(const json& node) {

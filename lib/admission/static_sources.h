@@ -25,8 +25,8 @@ class StaticPodSource : public podpatch::PodSource {
   bool add(const podpatch::json& pod);
 
   // SPEC M3.3 over the recorded Pods; a non-dry-run placement is recorded as a new Pod.
-  webhook::Result<podpatch::Slot> place(const podpatch::GroupKey& key, int hosts,
-                                        bool dry_run) override;
+  using podpatch::PodSource::place;
+  webhook::Result<podpatch::Slot> place(const podpatch::PlaceRequest& request) override;
 
  private:
   std::mutex mu_;
@@ -38,8 +38,8 @@ class StaticPodSource : public podpatch::PodSource {
 // Pod without KubeRay's index labels is denied with a message saying how to fix it.
 class DisabledPodSource : public podpatch::PodSource {
  public:
-  webhook::Result<podpatch::Slot> place(const podpatch::GroupKey& key, int hosts,
-                                        bool dry_run) override;
+  using podpatch::PodSource::place;
+  webhook::Result<podpatch::Slot> place(const podpatch::PlaceRequest& request) override;
 };
 
 class StaticNodeSource : public podpatch::NodeSource {

@@ -12,6 +12,8 @@ namespace kube {
 namespace {
 
 constexpr std::size_t kMaxErrorBody = 64 << 10;
+constexpr std::size_t kMaxReplyBody = 4 << 20;  // a Lease or a list of them: far less
+constexpr std::size_t kMaxIdle = 4;             // kept-alive connections for send()
 
 struct X509Free {
   void operator()(X509* x) const { X509_free(x); }
@@ -212,9 +214,12 @@ std::unique_ptr<httplib::ClientImpl> ApiClient::connect() const {
   return client;
 }
 
-webhook::Result<int> ApiClient::get(const std::string& path_query, const BodyFn& on_body,
-                                    Duration read_timeout, Call& call, std::string* error_body,
-                                    const std::function<void(int)>& on_status) {
+struct ApiClient::Prepared {
+  std::unique_ptr<httplib::ClientImpl> client;
+  httplib::Headers headers;
+};
+
+webhook::Result<ApiClient::Prepared> ApiClient::prepare(Duration timeout, bool connect_now) {
   bool force = false;
   {
     std::lock_guard lock(mu_);
@@ -224,26 +229,59 @@ webhook::Result<int> ApiClient::get(const std::string& path_query, const BodyFn&
   if (!token) {
     return token.error();
   }
-  std::unique_ptr<httplib::ClientImpl> client = connect();
-  if (!client) {
+  Prepared p;
+  p.headers = {{"Accept", "application/json"}, {"User-Agent", "kuberay-tpu-webhook"}};
+  if (!token->empty()) {
+    p.headers.emplace("Authorization", "Bearer " + *token);
+  }
+  if (!connect_now) {
+    return p;
+  }
+  p.client = connect();
+  if (!p.client) {
     return webhook::Error{webhook::ErrorCode::kInternal,
                           "cannot set up TLS for " + server() + ": " + openssl_error()};
   }
-  client->set_connection_timeout(std::chrono::seconds(10));
-  client->set_write_timeout(std::chrono::seconds(10));
-  client->set_read_timeout(std::chrono::duration_cast<std::chrono::microseconds>(read_timeout));
-  client->set_keep_alive(false);
-  httplib::Headers headers = {{"Accept", "application/json"},
-                              {"User-Agent", "kuberay-tpu-webhook"}};
-  if (!token->empty()) {
-    headers.emplace("Authorization", "Bearer " + *token);
+  auto micros = std::chrono::duration_cast<std::chrono::microseconds>(timeout);
+  p.client->set_connection_timeout(std::min<std::chrono::microseconds>(micros, std::chrono::seconds(10)));
+  p.client->set_write_timeout(std::min<std::chrono::microseconds>(micros, std::chrono::seconds(10)));
+  p.client->set_read_timeout(micros);
+  p.client->set_keep_alive(false);
+  return p;
+}
+
+webhook::Error ApiClient::transport_error(std::string_view method, const std::string& path_query,
+                                          int error, bool cancelled) const {
+  auto e = static_cast<httplib::Error>(error);
+  std::string detail = e == httplib::Error::SSLConnection ? openssl_error() : "";
+  ERR_clear_error();
+  return webhook::Error{webhook::ErrorCode::kUnavailable,
+                        std::string(method) + " " + server() + config_.base_path +
+                            path_query.substr(0, path_query.find('?')) + ": " +
+                            (cancelled ? "cancelled" : describe(e)) +
+                            (detail.empty() ? "" : " [" + detail + "]")};
+}
+
+void ApiClient::saw_status(int status) {
+  if (status == 401) {
+    std::lock_guard lock(mu_);
+    force_token_ = true;
   }
-  if (!call.attach(client.get())) {
+}
+
+webhook::Result<int> ApiClient::get(const std::string& path_query, const BodyFn& on_body,
+                                    Duration read_timeout, Call& call, std::string* error_body,
+                                    const std::function<void(int)>& on_status) {
+  webhook::Result<Prepared> p = prepare(read_timeout);
+  if (!p) {
+    return p.error();
+  }
+  if (!call.attach(p->client.get())) {
     return webhook::Error{webhook::ErrorCode::kUnavailable, "cancelled"};
   }
   int status = 0;
-  httplib::Result res = client->Get(
-      config_.base_path + path_query, headers,
+  httplib::Result res = p->client->Get(
+      config_.base_path + path_query, p->headers,
       [&](const httplib::Response& r) {
         status = r.status;
         if (on_status) {
@@ -262,18 +300,113 @@ webhook::Result<int> ApiClient::get(const std::string& path_query, const BodyFn&
       });
   call.detach();
   if (!res) {
-    std::string detail = res.error() == httplib::Error::SSLConnection ? openssl_error() : "";
-    ERR_clear_error();
-    return webhook::Error{webhook::ErrorCode::kUnavailable,
-                          "GET " + server() + config_.base_path + path_query.substr(0, path_query.find('?')) +
-                              ": " + (call.cancelled() ? "cancelled" : describe(res.error())) +
-                              (detail.empty() ? "" : " [" + detail + "]")};
+    return transport_error("GET", path_query, static_cast<int>(res.error()), call.cancelled());
   }
-  if (res->status == 401) {
-    std::lock_guard lock(mu_);
-    force_token_ = true;
-  }
+  saw_status(res->status);
   return res->status;
+}
+
+std::unique_ptr<httplib::ClientImpl> ApiClient::take_idle() {
+  std::lock_guard lock(mu_);
+  if (idle_.empty()) {
+    return nullptr;
+  }
+  std::unique_ptr<httplib::ClientImpl> c = std::move(idle_.back());
+  idle_.pop_back();
+  return c;
+}
+
+void ApiClient::put_idle(std::unique_ptr<httplib::ClientImpl> client) {
+  std::lock_guard lock(mu_);
+  if (idle_.size() < kMaxIdle) {
+    idle_.push_back(std::move(client));
+  }
+}
+
+webhook::Result<ApiClient::Reply> ApiClient::send(std::string_view method,
+                                                  const std::string& path_query,
+                                                  const std::string& body,
+                                                  std::string_view content_type,
+                                                  Duration timeout, Call* call) {
+  webhook::Result<Prepared> p = prepare(timeout, /*connect_now=*/false);
+  if (!p) {
+    return p.error();
+  }
+  // A kept-alive connection saves a TCP (and TLS) handshake per claim. One that the server
+  // closed meanwhile fails at once; the request then goes once more over a new connection.
+  std::unique_ptr<httplib::ClientImpl> reused = take_idle();
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    std::unique_ptr<httplib::ClientImpl> client = std::move(reused);
+    bool fresh = client == nullptr;
+    if (fresh) {
+      client = connect();
+      if (!client) {
+        return webhook::Error{webhook::ErrorCode::kInternal,
+                              "cannot set up TLS for " + server() + ": " + openssl_error()};
+      }
+    }
+    auto micros = std::chrono::duration_cast<std::chrono::microseconds>(timeout);
+    client->set_connection_timeout(
+        std::min<std::chrono::microseconds>(micros, std::chrono::seconds(10)));
+    client->set_write_timeout(std::min<std::chrono::microseconds>(micros, std::chrono::seconds(10)));
+    client->set_read_timeout(micros);
+    client->set_keep_alive(true);
+    client->set_tcp_nodelay(true);  // headers and body go out at once (no Nagle delay)
+    if (call != nullptr && !call->attach(client.get())) {
+      return webhook::Error{webhook::ErrorCode::kUnavailable, "cancelled"};
+    }
+    std::size_t received = 0;
+    bool too_large = false;
+    Reply reply;
+    httplib::Request req;
+    req.method = std::string(method);
+    req.path = config_.base_path + path_query;
+    req.headers = p->headers;
+    if (!body.empty() || method != "GET") {
+      req.body = body;
+      req.set_header("Content-Type",
+                     content_type.empty() ? std::string("application/json") : std::string(content_type));
+    }
+    req.content_receiver = [&](const char* data, std::size_t n, std::uint64_t, std::uint64_t) {
+      received += n;
+      if (received > kMaxReplyBody) {
+        too_large = true;
+        return false;
+      }
+      reply.body.append(data, n);
+      return true;
+    };
+    httplib::Response res;
+    httplib::Error error = httplib::Error::Success;
+    bool ok = client->send(req, res, error);
+    if (call != nullptr) {
+      call->detach();
+    }
+    if (too_large) {
+      return webhook::Error{webhook::ErrorCode::kUnavailable,
+                            std::string(method) + " " + server() + req.path +
+                                ": the answer is larger than " +
+                                std::to_string(kMaxReplyBody >> 20) + " MiB"};
+    }
+    if (!ok) {
+      bool cancelled = call != nullptr && call->cancelled();
+      if (!fresh && !cancelled && error != httplib::Error::Canceled) {
+        continue;  // a stale kept-alive connection: once more on a new one
+      }
+      return transport_error(method, path_query, static_cast<int>(error), cancelled);
+    }
+    reply.status = res.status;
+    if (reply.body.empty()) {
+      reply.body = std::move(res.body);
+    }
+    saw_status(reply.status);
+    if (res.get_header_value("Connection") != "close") {
+      put_idle(std::move(client));
+    }
+    return reply;
+  }
+  return webhook::Error{webhook::ErrorCode::kUnavailable,
+                        std::string(method) + " " + server() + path_query + ": no connection"};
 }
 
 }  // namespace kube

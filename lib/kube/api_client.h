@@ -1,5 +1,6 @@
 #pragma once
-// GET requests to the Kubernetes API, with the body streamed to a callback as it arrives.
+// Requests to the Kubernetes API: GET with the body streamed to a callback as it arrives (lists
+// and watches), and small requests answered whole (get, create, update, delete of one object).
 //
 //   auto client = kube::ApiClient::create(config);              // InvalidArgument: bad CA/cert
 //   kube::Call call;                                             // another thread may cancel it
@@ -9,10 +10,14 @@
 //       std::chrono::seconds(330), call, &error_body);
 //   // status: the HTTP status (the body went to the callback only for 200), or Unavailable
 //   // naming the server and what failed (connect, TLS verification, read timeout, cancelled).
+//   webhook::Result<kube::ApiClient::Reply> r = (*client)->send(
+//       "PUT", "/apis/coordination.k8s.io/v1/namespaces/ray-system/leases/x", body,
+//       "application/json", std::chrono::seconds(2));   // r->status, r->body (up to 4 MiB)
 //
 // HTTPS verifies the server's certificate against the configured CA only (never the system's
 // CAs) and its name or IP against the host; the bearer token is re-read from its file when it
-// changes, and after a 401. One connection per request: lists and watches are few and long.
+// changes, and after a 401. get() opens a connection per request (lists and watches are few and
+// long); send() keeps up to four connections alive for the next request.
 
 #include <chrono>
 #include <functional>
@@ -72,6 +77,18 @@ class ApiClient {
                            Duration read_timeout, Call& call, std::string* error_body,
                            const std::function<void(int)>& on_status = {});
 
+  struct Reply {
+    int status = 0;
+    std::string body;  // whole, up to 4 MiB (more is Unavailable)
+  };
+  // One request answered whole: `method` (GET, POST, PUT, PATCH, DELETE) to base_path +
+  // `path_query` with `body` of `content_type` ("" = application/json; no body for a GET when
+  // empty). `timeout` bounds connecting, sending and reading. Unavailable for a transport failure
+  // or a cancelled `call`; any HTTP status is a Reply.
+  webhook::Result<Reply> send(std::string_view method, const std::string& path_query,
+                              const std::string& body, std::string_view content_type,
+                              Duration timeout, Call* call = nullptr);
+
   const ClusterConfig& config() const { return config_; }
   // "https://host:port" for messages.
   std::string server() const;
@@ -81,11 +98,19 @@ class ApiClient {
   struct Tls;
   explicit ApiClient(ClusterConfig config);
   std::unique_ptr<httplib::ClientImpl> connect() const;
+  struct Prepared;  // a connection set up for one request, and its headers
+  webhook::Result<Prepared> prepare(Duration timeout, bool connect_now = true);
+  webhook::Error transport_error(std::string_view method, const std::string& path_query,
+                                 int error, bool cancelled) const;
+  void saw_status(int status);
+  std::unique_ptr<httplib::ClientImpl> take_idle();
+  void put_idle(std::unique_ptr<httplib::ClientImpl> client);
 
   ClusterConfig config_;
   TokenSource token_;
   std::mutex mu_;
   bool force_token_ = false;
+  std::vector<std::unique_ptr<httplib::ClientImpl>> idle_;  // kept-alive connections of send()
 };
 
 }  // namespace kube

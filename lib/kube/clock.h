@@ -26,6 +26,10 @@ class Clock {
  public:
   virtual ~Clock() = default;
   virtual TimePoint now() const = 0;
+  // Wall-clock time, for what other processes read (a claim's expiry). Moves with now() in tests.
+  virtual std::chrono::system_clock::time_point wall_now() const {
+    return std::chrono::system_clock::now();
+  }
   // Waits `d`, or less when `stop` is requested. False when it returned because of `stop`.
   virtual bool sleep_for(Duration d, std::stop_token stop) = 0;
 };

@@ -26,7 +26,8 @@ LiveCluster::LiveCluster(std::unique_ptr<ApiClient> client, LiveClusterOptions o
     : options_(std::move(options)),
       clock_(pick_clock(options_, own_clock_)),
       client_(std::move(client)),
-      registry_(clock_, options_.reservation_ttl) {
+      registry_(clock_),
+      claims_(*client_, registry_, clock_, options_.claims, options_.log) {
   ReflectorOptions ro = options_.reflector;
   auto add = [&](std::string name, std::string_view selector, Sink& sink) {
     reflectors_.push_back(std::make_unique<Reflector>(
@@ -38,6 +39,9 @@ LiveCluster::LiveCluster(std::unique_ptr<ApiClient> client, LiveClusterOptions o
   };
   if (options_.watch_pods) {
     add("pods", kPodSelector, pod_feed_);
+    // The claim Leases of the webhook's namespace: other replicas' claims as they are written.
+    reflectors_.push_back(std::make_unique<Reflector>(*client_, claims_.lease_resource(),
+                                                      claims_.feed(), clock_, options_.log, ro));
   }
   if (options_.watch_nodes) {
     add("nodes", kNodeSelector, nodes_);
@@ -59,6 +63,9 @@ void LiveCluster::start() {
     Reflector* reflector = r.get();
     threads_.emplace_back([reflector](std::stop_token stop) { reflector->run(stop); });
   }
+  if (options_.watch_pods) {
+    threads_.emplace_back([this](std::stop_token stop) { claims_.run(stop); });
+  }
 }
 
 void LiveCluster::stop() {
@@ -69,6 +76,7 @@ void LiveCluster::stop() {
   for (const std::unique_ptr<Reflector>& r : reflectors_) {
     r->cancel();
   }
+  claims_.cancel();
   for (std::jthread& t : threads_) {
     if (t.joinable()) {
       t.join();
@@ -112,20 +120,40 @@ std::string LiveCluster::metrics_text() {
          [](const Reflector& r) { C c = r.counters(); return c.oversized.load(); });
   family("watch_events_total", "counter", "ADDED, MODIFIED and DELETED events applied.",
          [](const Reflector& r) { C c = r.counters(); return c.events.load(); });
-  SliceRegistry::Stats s = registry_.stats();
+  if (!options_.watch_pods) {
+    return out;
+  }
+  SliceRegistry::Stats pods = registry_.stats();
+  ClaimStore::Stats c = claims_.stats();
   auto gauge = [&](const char* name, const char* type, const char* help, std::uint64_t v) {
     out += std::string("# HELP kuberay_tpu_webhook_legacy_") + name + " " + help + "\n";
     out += std::string("# TYPE kuberay_tpu_webhook_legacy_") + name + " " + type + "\n";
     out += std::string("kuberay_tpu_webhook_legacy_") + name + " " + std::to_string(v) + "\n";
   };
-  gauge("pods", "gauge", "Watched Pods holding a slot of a worker group.", s.pods);
-  gauge("reservations", "gauge", "Slots reserved by admissions, not yet confirmed by the watch.",
-        s.reservations);
-  gauge("reservations_made_total", "counter", "Slots reserved by admissions.", s.reserved_total);
-  gauge("reservations_confirmed_total", "counter", "Reservations confirmed by the Pod watch.",
-        s.confirmed_total);
-  gauge("reservations_expired_total", "counter",
-        "Reservations never confirmed within --reservation-ttl.", s.expired_total);
+  gauge("pods", "gauge", "Watched Pods holding a slot of a worker group.", pods.pods);
+  gauge("claim_groups", "gauge", "Worker groups whose claim Lease this replica holds in memory.",
+        c.groups);
+  gauge("claims_written_total", "counter",
+        "Slot claims written to the API server (one per Pod placed without index labels).",
+        c.claims_written);
+  gauge("claim_writes_total", "counter",
+        "Write requests for claim Leases: claims, janitor rewrites and deletions.", c.writes);
+  gauge("claim_reads_total", "counter", "Reads of a group's claim Lease.", c.reads);
+  gauge("claim_watched_total", "counter",
+        "Newer claim Lease states taken from the watch of claim Leases (no read needed).",
+        c.watched);
+  gauge("claim_conflicts_total", "counter",
+        "Claim writes answered 409 because another replica wrote first (then retried).",
+        c.conflicts);
+  gauge("claim_api_errors_total", "counter", "Failed claim Lease requests.", c.api_errors);
+  gauge("claim_denied_total", "counter",
+        "Label-less Pods denied as retryable: no claim written within --claim-timeout, or the Pod "
+        "watch down for more than half the TTL.",
+        c.denied);
+  gauge("claims_confirmed_total", "counter",
+        "Claims whose Pod this replica's watch showed on the claimed slot.", c.confirmed);
+  gauge("claim_objects_deleted_total", "counter",
+        "Claim Leases deleted by the janitor once they held no live claim.", c.objects_deleted);
   return out;
 }
 

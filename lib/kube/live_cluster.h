@@ -1,12 +1,14 @@
 #pragma once
-// Legacy placement from the live Kubernetes API, in one object the server wires in a few lines
-// (issue 6). It owns the API client, the Pod, Node and Service watches (a thread each), the
-// SliceRegistry and the live Node and Service sources.
+// Legacy placement from the live Kubernetes API, in one object the server wires in a few lines.
+// It owns the API client, the Pod, Node and Service watches (a thread each), the SliceRegistry
+// they feed, the ClaimStore that places label-less Pods through slot claims shared with the other
+// replicas (and its janitor thread), and the live Node and Service sources.
 //
 //   webhook::Result<kube::ClusterConfig> config = kube::load_config(flags.kube_config_path);
 //   if (!config) { /* log config.error().message; exit 1 */ }
 //   kube::LiveClusterOptions options;
-//   options.reservation_ttl = flags.reservation_ttl;
+//   options.claims = {.ns = ns, .holder = kube::replica_identity(kube::process_env()),
+//                     .ttl = flags.reservation_ttl, .budget = flags.claim_timeout};
 //   options.log = [&](kube::LogLevel level, const std::string& line) { /* to the server's log */ };
 //   webhook::Result<std::unique_ptr<kube::LiveCluster>> live =
 //       kube::LiveCluster::create(*config, std::move(options));
@@ -22,10 +24,10 @@
 //
 // What place() answers (docs/legacy-placement.md): before the first Pod list completes,
 // Unavailable (503) saying the webhook is starting — the Pod's creation fails and KubeRay retries
-// it; Pods with KubeRay's index labels never reach place() and are admitted regardless. After a
-// watch breaks, the last known Pods plus this webhook's own reservations keep answering while the
-// watch reconnects (resuming from its resourceVersion, or relisting after 410 Gone); reservations
-// do not expire while the Pod watch is down.
+// it; Pods with KubeRay's index labels never reach place() and are admitted regardless. While the
+// Pod watch reconnects (resuming from its resourceVersion, or relisting after 410 Gone), the last
+// known Pods plus the shared claims keep answering for half the claim TTL; after that, and when a
+// claim cannot be written, label-less Pods are denied as retryable (kube/claims.h).
 
 #include <memory>
 #include <string>
@@ -34,6 +36,7 @@
 
 #include "base/result.h"
 #include "kube/api_client.h"
+#include "kube/claims.h"
 #include "kube/clock.h"
 #include "kube/config.h"
 #include "kube/live_sources.h"
@@ -44,7 +47,9 @@
 namespace kube {
 
 struct LiveClusterOptions {
-  Duration reservation_ttl = std::chrono::seconds(10);  // --reservation-ttl
+  // Where and how this replica writes its slot claims (ns, holder, ttl = --reservation-ttl,
+  // budget = --claim-timeout). Used when watch_pods.
+  ClaimStoreOptions claims;
   // KubeRay worker Pods, for legacy placement (SPEC M3.3). Without it (--legacy-indexing=off
   // with API access) pods() stays unsynced and answers Unavailable: give the Handler
   // admission::DisabledPodSource instead, and keep the live Nodes and Services.
@@ -74,7 +79,8 @@ class LiveCluster {
   // True once the first Pod list completed (and forever after): /readyz.
   bool pods_synced() const { return registry_.synced(); }
 
-  podpatch::PodSource& pods() { return registry_; }
+  podpatch::PodSource& pods() { return claims_; }
+  ClaimStore& claims() { return claims_; }
   podpatch::NodeSource& nodes() { return nodes_; }
   podpatch::ServiceSource& services() { return services_; }
   SliceRegistry& registry() { return registry_; }
@@ -82,10 +88,10 @@ class LiveCluster {
   // "https://host:port" of the API server, for the startup log line.
   std::string server() const { return client_->server(); }
 
-  // The Prometheus text of the watches and the registry: kuberay_tpu_webhook_kube_* per resource
-  // (synced, lists, relists, watch restarts, API errors, oversized objects, events) and
-  // kuberay_tpu_webhook_legacy_* (Pods holding slots, live reservations, reservations made,
-  // confirmed and expired). HELP and TYPE lines included.
+  // The Prometheus text of the watches, the registry and the claims: kuberay_tpu_webhook_kube_*
+  // per resource (synced, lists, relists, watch restarts, API errors, oversized objects, events)
+  // and kuberay_tpu_webhook_legacy_* (Pods holding slots, claims written, writes, reads,
+  // conflicts, API errors, denials, confirmations, Leases deleted). HELP and TYPE lines included.
   std::string metrics_text();
 
  private:
@@ -96,7 +102,8 @@ class LiveCluster {
   Clock& clock_;
   std::unique_ptr<ApiClient> client_;
   SliceRegistry registry_;
-  PodFeed pod_feed_{registry_};
+  ClaimStore claims_;
+  PodFeed pod_feed_{registry_, [this](const PodRecord& pod) { claims_.shown(pod.key, pod.slot); }};
   LiveNodeSource nodes_;
   LiveServiceSource services_;
   std::vector<std::unique_ptr<Reflector>> reflectors_;

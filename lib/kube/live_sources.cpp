@@ -49,7 +49,11 @@ void PodFeed::event(EventType type, const json& object) {
   if (type == EventType::kDeleted) {
     registry_.remove(uid);
   } else {
-    registry_.upsert(uid, pod_record(object));
+    std::optional<PodRecord> record = pod_record(object);
+    if (record && on_shown_) {
+      on_shown_(*record);
+    }
+    registry_.upsert(uid, std::move(record));
   }
 }
 

@@ -8,6 +8,7 @@
 //   std::optional<std::vector<podpatch::Labels>> n = nodes.nodes_matching(selector);
 //   // nullopt until the first Node list completed: "cannot list" (M4 keeps its default key)
 
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -22,10 +23,13 @@
 
 namespace kube {
 
-// Feeds a SliceRegistry from the Pod reflector, keeping a PodRecord per slot-holding Pod.
+// Feeds a SliceRegistry from the Pod reflector, keeping a PodRecord per slot-holding Pod, and
+// tells `on_shown` (when set) of each slot-holding Pod an ADDED or MODIFIED event shows.
 class PodFeed : public Sink {
  public:
-  explicit PodFeed(SliceRegistry& registry) : registry_(registry) {}
+  using Shown = std::function<void(const PodRecord&)>;
+  explicit PodFeed(SliceRegistry& registry, Shown on_shown = {})
+      : registry_(registry), on_shown_(std::move(on_shown)) {}
   void list_begin() override { pending_.clear(); }
   void listed(const nlohmann::json& object) override;
   void list_end() override;
@@ -35,6 +39,7 @@ class PodFeed : public Sink {
 
  private:
   SliceRegistry& registry_;
+  Shown on_shown_;
   std::vector<PodRecord> pending_;
 };
 

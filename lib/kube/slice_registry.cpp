@@ -41,98 +41,13 @@ std::optional<PodRecord> pod_record(const nlohmann::json& pod) {
   return r;
 }
 
-SliceRegistry::SliceRegistry(Clock& clock, Duration reservation_ttl)
-    : clock_(clock), ttl_(reservation_ttl) {}
-
-bool SliceRegistry::expired_locked(const Entry& e, TimePoint now) const {
-  if (!e.uid.empty() || !connected_) {
-    return false;
-  }
-  return now - std::max(e.reserved_at, connected_since_) >= ttl_;
-}
-
-void SliceRegistry::erase_locked(Groups::iterator group, std::size_t index) {
-  Group& g = group->second;
-  if (g.entries[index].uid.empty()) {
-    --reservations_;
-  }
-  if (index + 1 != g.holders.size()) {
-    g.holders[index] = std::move(g.holders.back());
-    g.entries[index] = std::move(g.entries.back());
-  }
-  g.holders.pop_back();
-  g.entries.pop_back();
-  if (g.holders.empty()) {
-    groups_.erase(group);
-  }
-}
-
-void SliceRegistry::expire_locked(Groups::iterator group, TimePoint now) {
-  for (std::size_t i = group->second.entries.size(); i-- > 0;) {
-    if (expired_locked(group->second.entries[i], now)) {
-      ++expired_total_;
-      bool last = group->second.holders.size() == 1;
-      erase_locked(group, i);
-      if (last) {
-        return;  // the group is gone
-      }
-    }
-  }
-}
-
-webhook::Result<Slot> SliceRegistry::place(const GroupKey& key, int hosts, bool dry_run) {
-  if (hosts < 1) {
-    return webhook::invalid_argument("a slice has at least one host");
-  }
-  if (!synced()) {
-    return webhook::Error{
-        webhook::ErrorCode::kUnavailable,
-        "the webhook is starting and has not yet listed the cluster's Pods, so it cannot place a "
-        "Pod without KubeRay's index labels (legacy placement) yet; the Pod's creation fails and "
-        "KubeRay retries it shortly (Pods with KubeRay's index labels are not affected)"};
-  }
-  TimePoint now = clock_.now();
-  std::lock_guard lock(mu_);
-  auto group = groups_.find(key);
-  if (group != groups_.end()) {
-    expire_locked(group, now);
-    group = groups_.find(key);
-  }
-  static const std::vector<Holder> kNone;
-  const std::vector<Holder>& holders = group == groups_.end() ? kNone : group->second.holders;
-  webhook::Result<Slot> slot = podpatch::choose_slot(holders, hosts, key);
-  if (!slot || dry_run) {
-    return slot;
-  }
-  if (group == groups_.end()) {
-    group = groups_.emplace(key, Group{}).first;
-  }
-  ++reservations_;
-  ++reserved_total_;
-  group->second.holders.push_back(
-      {"(a Pod admitted for replica " + std::to_string(slot->replica) + " host " +
-           std::to_string(slot->host) + ", not yet seen by the Pod watch)",
-       *slot});
-  group->second.entries.push_back({"", "", now});
-  return slot;
-}
+SliceRegistry::SliceRegistry(Clock& clock) : clock_(clock), disconnected_since_(clock.now()) {}
 
 void SliceRegistry::add_locked(PodRecord record) {
   auto group = groups_.try_emplace(std::move(record.key)).first;
-  Group& g = group->second;
   by_uid_[record.uid] = group;
-  for (std::size_t i = 0; i < g.entries.size(); ++i) {
-    if (g.entries[i].uid.empty() && g.holders[i].slot == record.slot) {
-      // The watch confirms a reservation: the Pod takes its place.
-      --reservations_;
-      ++confirmed_total_;
-      g.holders[i].pod = std::move(record.name);
-      g.entries[i] = {std::move(record.uid), std::move(record.resource_version), {}};
-      return;
-    }
-  }
-  g.holders.push_back({std::move(record.name), record.slot});
-  g.entries.push_back({std::move(record.uid), std::move(record.resource_version), {}});
+  group->second.holders.push_back({std::move(record.name), record.slot});
+  group->second.uids.push_back(std::move(record.uid));
 }
 
 void SliceRegistry::remove_locked(const std::string& uid) {
@@ -142,33 +57,27 @@ void SliceRegistry::remove_locked(const std::string& uid) {
   }
   Groups::iterator group = it->second;
   by_uid_.erase(it);
-  std::vector<Entry>& entries = group->second.entries;
-  for (std::size_t i = 0; i < entries.size(); ++i) {
-    if (entries[i].uid == uid) {
-      erase_locked(group, i);
-      return;
+  Group& g = group->second;
+  for (std::size_t i = 0; i < g.uids.size(); ++i) {
+    if (g.uids[i] == uid) {
+      if (i + 1 != g.uids.size()) {
+        g.holders[i] = std::move(g.holders.back());
+        g.uids[i] = std::move(g.uids.back());
+      }
+      g.holders.pop_back();
+      g.uids.pop_back();
+      break;
     }
+  }
+  if (g.uids.empty()) {
+    groups_.erase(group);
   }
 }
 
 void SliceRegistry::replace(std::vector<PodRecord> pods) {
   {
     std::lock_guard lock(mu_);
-    // Keep the reservations, drop every Pod, then file the listed Pods.
-    for (auto group = groups_.begin(); group != groups_.end();) {
-      Group& g = group->second;
-      std::size_t kept = 0;
-      for (std::size_t i = 0; i < g.entries.size(); ++i) {
-        if (g.entries[i].uid.empty()) {
-          g.holders[kept] = std::move(g.holders[i]);
-          g.entries[kept] = std::move(g.entries[i]);
-          ++kept;
-        }
-      }
-      g.holders.resize(kept);
-      g.entries.resize(kept);
-      group = kept == 0 ? groups_.erase(group) : std::next(group);
-    }
+    groups_.clear();
     by_uid_.clear();
     for (PodRecord& r : pods) {
       if (!by_uid_.contains(r.uid)) {
@@ -181,17 +90,6 @@ void SliceRegistry::replace(std::vector<PodRecord> pods) {
 
 void SliceRegistry::upsert(const std::string& uid, std::optional<PodRecord> record) {
   std::lock_guard lock(mu_);
-  if (record) {
-    if (auto it = by_uid_.find(uid); it != by_uid_.end() && it->second->first == record->key) {
-      Group& g = it->second->second;
-      for (std::size_t i = 0; i < g.entries.size(); ++i) {
-        if (g.entries[i].uid == uid && g.holders[i].slot == record->slot) {
-          g.entries[i].resource_version = std::move(record->resource_version);
-          return;  // same slot: nothing to do
-        }
-      }
-    }
-  }
   remove_locked(uid);
   if (record) {
     record->uid = uid;
@@ -207,28 +105,27 @@ void SliceRegistry::remove(const std::string& uid) {
 void SliceRegistry::set_watch_connected(bool connected) {
   TimePoint now = clock_.now();
   std::lock_guard lock(mu_);
-  if (connected && !connected_) {
-    connected_since_ = now;
+  if (!connected && connected_) {
+    disconnected_since_ = now;
   }
   connected_ = connected;
 }
 
-SliceRegistry::Stats SliceRegistry::stats() {
+Duration SliceRegistry::disconnected_for() const {
   TimePoint now = clock_.now();
   std::lock_guard lock(mu_);
-  for (auto group = groups_.begin(); group != groups_.end();) {
-    auto next = std::next(group);
-    expire_locked(group, now);
-    group = next;
-  }
-  Stats s;
-  s.pods = by_uid_.size();
-  s.groups = groups_.size();
-  s.reservations = reservations_;
-  s.reserved_total = reserved_total_;
-  s.confirmed_total = confirmed_total_;
-  s.expired_total = expired_total_;
-  return s;
+  return connected_ ? Duration::zero() : now - disconnected_since_;
+}
+
+std::vector<Holder> SliceRegistry::holders(const GroupKey& key) const {
+  std::lock_guard lock(mu_);
+  auto group = groups_.find(key);
+  return group == groups_.end() ? std::vector<Holder>{} : group->second.holders;
+}
+
+SliceRegistry::Stats SliceRegistry::stats() const {
+  std::lock_guard lock(mu_);
+  return {by_uid_.size(), groups_.size()};
 }
 
 }  // namespace kube

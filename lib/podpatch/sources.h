@@ -47,16 +47,29 @@ struct Slot {
   friend auto operator<=>(const Slot&, const Slot&) = default;
 };
 
+// What a placement is asked for: a new Pod of `key` in slices of `hosts` hosts.
+struct PlaceRequest {
+  GroupKey key;
+  int hosts = 1;
+  bool dry_run = false;  // choose, but reserve or write nothing
+  std::string pod;       // the Pod's name, else its generateName (claims and messages)
+  std::string uid;       // the AdmissionRequest's uid ("" outside admission)
+};
+
 // The Pods of the cluster, as far as legacy placement (SPEC M3.3) needs them.
 class PodSource {
  public:
   virtual ~PodSource() = default;
-  // Chooses the slot for a new Pod of `key` in slices of `hosts` hosts by SPEC M3.3 (lowest
-  // replica with a free host, then the lowest free host) and, unless `dry_run`, reserves it so
-  // the next call sees it taken. Atomic: concurrent calls never get the same slot.
-  // AlreadyExists when two existing Pods hold one slot of the group (the message names them);
-  // Unavailable when the source does not know the cluster's Pods (yet).
-  virtual webhook::Result<Slot> place(const GroupKey& key, int hosts, bool dry_run) = 0;
+  // Chooses the slot for a new Pod by SPEC M3.3 (lowest replica with a free host, then the
+  // lowest free host) and, unless `dry_run`, reserves it so the next call sees it taken.
+  // Atomic: concurrent calls never get the same slot. AlreadyExists when two existing Pods hold
+  // one slot of the group (the message names them); Unavailable when the source does not know
+  // the cluster's Pods (yet) or cannot record the reservation — retrying may succeed.
+  virtual webhook::Result<Slot> place(const PlaceRequest& request) = 0;
+
+  webhook::Result<Slot> place(const GroupKey& key, int hosts, bool dry_run) {
+    return place(PlaceRequest{key, hosts, dry_run, {}, {}});
+  }
 };
 
 // TPU Nodes, as far as subslice placement (SPEC M4, V3) needs them.

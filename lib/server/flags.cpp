@@ -135,6 +135,8 @@ const std::map<std::string, FlagSpec, std::less<>>& specs() {
           return {};
         }}},
       {"reservation-ttl", duration_flag(&Flags::reservation_ttl, "reservation-ttl", 1h)},
+      {"claim-timeout", duration_flag(&Flags::claim_timeout, "claim-timeout", 30s)},
+      {"namespace", string_flag(&Flags::namespace_name)},
       {"kuberay-version",
        {false,
         [](Flags& f, std::string_view v) -> webhook::Status {
@@ -368,12 +370,23 @@ Serving:
   --threads=N                     connections served at once (default 64)
 
 Placement:
-  --legacy-indexing=auto|on|off   place Pods without KubeRay's index labels from the cluster's
-                                  Pods (needs API access; auto: on when API access is
-                                  configured, which in a Pod means always)
+  --legacy-indexing=auto|on|off   place Pods without KubeRay's index labels (KubeRay 1.4, or
+                                  1.5 without RayMultiHostIndexing) from the cluster's Pods and
+                                  slot claims shared by every replica (needs API access; auto,
+                                  the default: on when API access is configured, which in a Pod
+                                  means always)
   --kube-config-path=FILE         kubeconfig for API access (default: in-cluster config)
-  --reservation-ttl=DURATION      how long a legacy placement is held for a Pod the API has not
-                                  shown yet (default 10s)
+  --reservation-ttl=DURATION      how long a slot claim holds its slot for a Pod the Pod watch
+                                  has not shown yet (default 10s)
+  --claim-timeout=DURATION        budget for writing one slot claim, retries included; then the
+                                  Pod is denied as retryable (default 3s; keep it well under
+                                  the webhook configuration's timeoutSeconds)
+  --namespace=NS                  namespace of the claim Leases when neither POD_NAMESPACE nor
+                                  the service account's namespace file
+                                  (/var/run/secrets/kubernetes.io/serviceaccount/namespace) is
+                                  set; the first of the three that is set wins
+                                  Env: POD_NAME names this replica in its claims (else the host
+                                  name).
   --kuberay-version=VERSION       KubeRay operator version (default 1.6); 1.3 or older names
                                   the headless Service <cluster>-headless-worker-svc
   --tpu-process-port-base=N       first slicebuilder/TPU process port (default 8471)

@@ -44,6 +44,12 @@ struct Flags {
   std::string kube_config_path;
   LegacyIndexing legacy_indexing = LegacyIndexing::kAuto;
   std::chrono::milliseconds reservation_ttl{10'000};
+  // Budget for writing one slot claim (retries included); well inside the webhook's 5 s
+  // admission timeout.
+  std::chrono::milliseconds claim_timeout{3'000};
+  // The webhook's namespace when neither POD_NAMESPACE nor the service account's namespace file
+  // gives one (kube::webhook_namespace).
+  std::string namespace_name;
   admission::Config handler;  // --kuberay-version and the port bases
   std::size_t max_body_bytes = 7 * 1024 * 1024;
   std::chrono::milliseconds read_timeout{10'000};
@@ -71,7 +77,7 @@ webhook::Result<ListenAddress> parse_listen_address(std::string_view text);
 // The --help text.
 std::string usage();
 
-// The version printed by --version, e.g. "kuberay-tpu-webhook 0.1.0".
+// The version printed by --version, e.g. "kuberay-tpu-webhook 0.2.0".
 std::string version_text();
 
 }  // namespace server

@@ -80,7 +80,10 @@ TEST_CASE("M3.3: without legacy placement a label-less Pod is denied saying how 
   admission::Response out = handler.mutate(testing::pod_request(worker()));
   CHECK_FALSE(out.allowed);
   CHECK(out.code == 400);
-  CHECK_THAT(out.message, Catch::Contains("RayMultiHostIndexing") && Catch::Contains("--legacy-indexing=on"));
+  // Both fixes, the flag and the chart value that sets it.
+  CHECK_THAT(out.message, Catch::Contains("RayMultiHostIndexing") &&
+                              Catch::Contains("--legacy-indexing=auto") &&
+                              Catch::Contains("Helm value tpuWebhook.legacyIndexing"));
   // Pods with KubeRay's labels are unaffected.
   admission::Response labelled =
       handler.mutate(testing::pod_request(worker("v6e-16-multihost-worker-indexed.json")));

@@ -1,5 +1,7 @@
 #include "kube_support.h"
 
+#include <catch2/catch.hpp>
+
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -8,11 +10,19 @@
 #include <stdexcept>
 #include <thread>
 
+#include "fake_apiserver.h"
+
 namespace testing {
 
 kube::TimePoint FakeClock::now() const {
   std::lock_guard lock(mu_);
   return std::chrono::steady_clock::now() + offset_;
+}
+
+std::chrono::system_clock::time_point FakeClock::wall_now() const {
+  std::lock_guard lock(mu_);
+  return std::chrono::system_clock::now() +
+         std::chrono::duration_cast<std::chrono::system_clock::duration>(offset_);
 }
 
 bool FakeClock::sleep_for(kube::Duration d, std::stop_token stop) {
@@ -178,9 +188,23 @@ kube::ClusterConfig loopback_config(int port) {
   return c;
 }
 
+std::vector<kube::Claim> lease_claims(const FakeApiServer& api) {
+  std::vector<json> leases = api.objects("leases");
+  REQUIRE(leases.size() <= 1);
+  if (leases.empty()) {
+    return {};
+  }
+  webhook::Result<std::vector<kube::Claim>> claims = kube::decode_claims(
+      leases[0]["metadata"]["annotations"][std::string(kube::kClaimsAnnotation)].get<std::string>());
+  REQUIRE(claims.has_value());
+  return *claims;
+}
+
 kube::LiveClusterOptions test_options(kube::Clock& clock) {
   kube::LiveClusterOptions o;
   o.clock = &clock;
+  o.claims.ns = "ray-system";
+  o.claims.holder = "webhook-test";
   o.reflector.min_watch_timeout = std::chrono::seconds(30);
   o.reflector.read_slack = std::chrono::seconds(5);
   o.reflector.list_timeout = std::chrono::seconds(10);

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "admission/handler.h"
+#include "kube/claims.h"
 #include "kube/clock.h"
 #include "kube/config.h"
 #include "kube/live_cluster.h"
@@ -19,11 +20,12 @@ namespace testing {
 
 using json = nlohmann::json;
 
-// Real time plus an offset: sleeps add to the offset and return after at most 2 ms, so backoff
-// costs nothing; advance() moves time forward (reservation expiry).
+// Real time plus an offset (steady and wall clock alike): sleeps add to the offset and return
+// after at most 2 ms, so backoff costs nothing; advance() moves time forward (claim expiry).
 class FakeClock : public kube::Clock {
  public:
   kube::TimePoint now() const override;
+  std::chrono::system_clock::time_point wall_now() const override;
   bool sleep_for(kube::Duration d, std::stop_token stop) override;
   void advance(kube::Duration d);
   int sleeps() const;
@@ -51,6 +53,11 @@ json labelled_worker_pod(int r, int h, const std::string& cluster = "raycluster-
 admission::Request create_request(const json& pod, bool dry_run = false);
 // The Pod after the response's patch (the response must allow it).
 json apply_patch(const json& pod, const admission::Response& response);
+
+class FakeApiServer;
+// The claims held by the one claim Lease in `api` (none: empty); fails the test when there are
+// several Leases or the claims do not decode.
+std::vector<kube::Claim> lease_claims(const FakeApiServer& api);
 
 // A fresh directory under the system's temp dir, removed by the destructor.
 struct TempDir {

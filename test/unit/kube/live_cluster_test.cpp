@@ -1,5 +1,5 @@
 // lib/kube end to end against the fake kube-apiserver: admissions through admission::Handler
-// with the live sources (issue 6 item 6).
+// with the live sources, label-less Pods placed through slot claims in Leases.
 #include "kube/live_cluster.h"
 
 #include <catch2/catch.hpp>
@@ -32,6 +32,7 @@ struct Live {
     return handler.mutate(testing::create_request(pod, dry_run));
   }
   kube::SliceRegistry::Stats stats() const { return cluster->registry().stats(); }
+  kube::ClaimStore::Stats claims() const { return cluster->claims().stats(); }
   const kube::ReflectorCounters& counters(const char* resource = "pods") const {
     return cluster->reflector(resource)->counters();
   }
@@ -52,6 +53,8 @@ json admit_and_create(const Live& live, FakeApiServer& api, const json& pod) {
   REQUIRE(r.allowed);
   return api.create("pods", testing::apply_patch(pod, r));
 }
+
+// The claims of the one claim Lease in the fake cluster (none: empty).
 
 }  // namespace
 
@@ -82,17 +85,25 @@ TEST_CASE("64 label-less Pods admitted concurrently for 4 replicas x 16 hosts ge
   CHECK(hostnames.size() == 64);
   CHECK(slots.begin()->replica == 0);
   CHECK(slots.rbegin()->replica == 3);
-  CHECK(live.stats().reservations == 64);
+  // One claim written per Pod, no conflict inside one process, all in the group's one Lease.
+  CHECK(live.claims().claims_written == 64);
+  CHECK(live.claims().conflicts == 0);
+  CHECK(testing::lease_claims(api).size() == 64);
+  std::vector<json> leases = api.objects("leases");
+  REQUIRE(leases.size() == 1);
+  CHECK(leases[0]["metadata"]["namespace"] == "ray-system");
+  CHECK(leases[0]["metadata"]["name"] ==
+        kube::claim_object_name({"default", "rc", "tpu-group"}));
+  CHECK(leases[0]["metadata"]["annotations"]["kuberay-tpu-webhook/group"] ==
+        "default/rc/tpu-group");
 
-  // kube-apiserver creates them; the watch confirms every reservation.
+  // kube-apiserver creates them; the watch shows every claimed slot taken by its Pod.
   for (const admission::Response& r : responses) {
     api.create("pods", testing::apply_patch(pod, r));
   }
   REQUIRE(eventually([&] { return live.stats().pods == 64; }));
-  kube::SliceRegistry::Stats st = live.stats();
-  CHECK(st.reservations == 0);
-  CHECK(st.confirmed_total == 64);
   CHECK(slot_of(live.admit(pod)) == Slot{4, 0});  // every slice is full: a new replica
+  CHECK(live.claims().confirmed == 64);
 }
 
 TEST_CASE("A deleted Pod's slot is reused; a dry run reserves nothing") {
@@ -113,20 +124,23 @@ TEST_CASE("A deleted Pod's slot is reused; a dry run reserves nothing") {
   REQUIRE(api.remove("pods", "default", victim["metadata"]["name"]));
   REQUIRE(eventually([&] { return live.stats().pods == 7; }));
 
-  std::uint64_t reserved = live.stats().reserved_total;
+  std::uint64_t written = live.claims().claims_written;
+  int writes = api.writes("leases");
+  std::vector<kube::Claim> before = testing::lease_claims(api);
   CHECK(slot_of(live.admit(pod, /*dry_run=*/true)) == Slot{1, 2});
   CHECK(slot_of(live.admit(pod, /*dry_run=*/true)) == Slot{1, 2});
-  CHECK(live.stats().reserved_total == reserved);
-  CHECK(live.stats().reservations == 0);
+  CHECK(live.claims().claims_written == written);  // a dry run writes nothing
+  CHECK(api.writes("leases") == writes);
+  CHECK(testing::lease_claims(api) == before);
   CHECK(slot_of(live.admit(pod)) == Slot{1, 2});
   CHECK(slot_of(live.admit(pod)) == Slot{2, 0});
 }
 
-TEST_CASE("An unconfirmed reservation expires after the TTL") {
+TEST_CASE("A claim whose Pod never appears expires after the TTL; the janitor deletes the Lease") {
   FakeApiServer api({});
   FakeClock clock;
   kube::LiveClusterOptions options = testing::test_options(clock);
-  options.reservation_ttl = std::chrono::seconds(10);
+  options.claims.ttl = std::chrono::seconds(10);
   Live live(api, options);
   REQUIRE(eventually([&] { return live.cluster->pods_synced(); }));
   REQUIRE(eventually([&] { return live.counters().watches.load() > 0; }));
@@ -134,11 +148,40 @@ TEST_CASE("An unconfirmed reservation expires after the TTL") {
   CHECK(slot_of(live.admit(pod)) == Slot{0, 0});  // refused later by another webhook: never created
   CHECK(slot_of(live.admit(pod)) == Slot{0, 1});
   clock.advance(std::chrono::seconds(9));
-  CHECK(live.stats().reservations == 2);
+  CHECK(slot_of(live.admit(pod, /*dry_run=*/true)) == Slot{0, 2});  // both still held
+  REQUIRE(live.cluster->claims().sweep());
+  CHECK(testing::lease_claims(api).size() == 2);  // nothing expired yet: left alone
   clock.advance(std::chrono::seconds(2));
-  CHECK(live.stats().reservations == 0);
-  CHECK(live.stats().expired_total == 2);
+  CHECK(slot_of(live.admit(pod, /*dry_run=*/true)) == Slot{0, 0});
+  REQUIRE(live.cluster->claims().sweep());
+  CHECK(api.objects("leases").empty());  // it held no live claim
+  CHECK(live.claims().objects_deleted == 1);
+  CHECK(slot_of(live.admit(pod)) == Slot{0, 0});  // the Lease is created again
+  CHECK(testing::lease_claims(api).size() == 1);
+}
+
+TEST_CASE("The janitor drops expired claims from a Lease that still holds live ones") {
+  FakeApiServer api({});
+  FakeClock clock;
+  kube::LiveClusterOptions options = testing::test_options(clock);
+  options.claims.ttl = std::chrono::seconds(10);
+  Live live(api, options);
+  REQUIRE(eventually([&] { return live.cluster->pods_synced(); }));
+  REQUIRE(eventually([&] { return live.counters().watches.load() > 0; }));
+  json pod = testing::worker_pod("rc", "tpu-group", "4x4");
   CHECK(slot_of(live.admit(pod)) == Slot{0, 0});
+  clock.advance(std::chrono::seconds(6));
+  CHECK(slot_of(live.admit(pod)) == Slot{0, 1});
+  clock.advance(std::chrono::seconds(6));  // the first expired, the second has 4 s left
+  REQUIRE(live.cluster->claims().sweep());
+  std::vector<kube::Claim> left = testing::lease_claims(api);
+  REQUIRE(left.size() == 1);
+  CHECK(left[0].slot == Slot{0, 1});
+  CHECK(left[0].holder == "webhook-test");
+  CHECK(left[0].pod == pod["metadata"]["generateName"]);
+  // The cached Lease is stale now: the next claim conflicts once, reads again and succeeds.
+  CHECK(slot_of(live.admit(pod)) == Slot{0, 0});
+  CHECK(testing::lease_claims(api).size() == 2);
 }
 
 TEST_CASE("A restarted webhook rebuilds its view from the list, page by page or whole") {
@@ -200,7 +243,7 @@ TEST_CASE("A dropped watch resumes from its resourceVersion without a relist") {
   REQUIRE(eventually([&] { return live.counters().watch_restarts.load() >= 1; }));
   // Changes made while the watch was down arrive when it resumes.
   admit_and_create(live, api, pod);
-  REQUIRE(eventually([&] { return live.stats().pods == 2 && live.stats().reservations == 0; }));
+  REQUIRE(eventually([&] { return live.stats().pods == 2; }));
   CHECK(live.counters().lists.load() == 1);
   CHECK(live.counters().relists.load() == 0);
   CHECK(clock.sleeps() >= 1);  // backed off before reconnecting
@@ -283,7 +326,7 @@ TEST_CASE("Labelled Pods are admitted whatever the API state; label-less ones wa
   cluster->stop();
 }
 
-TEST_CASE("After the API goes away, placement goes on from the last known state") {
+TEST_CASE("After the API goes away, label-less Pods are denied as retryable, labelled ones admitted") {
   FakeClock clock;
   auto api = std::make_unique<FakeApiServer>(FakeApiServer::Options{});
   auto cluster =
@@ -298,12 +341,16 @@ TEST_CASE("After the API goes away, placement goes on from the last known state"
 
   api.reset();  // the API server is gone
   REQUIRE(eventually([&] { return cluster->reflector("pods")->counters().api_errors.load() >= 1; }));
-  admission::Response r = handler.mutate(testing::create_request(pod));
-  REQUIRE(r.allowed);
-  CHECK(r.placement->slot == Slot{0, 1});
-  // A reservation made during the outage does not expire while the watch is down.
-  clock.advance(std::chrono::minutes(10));
-  CHECK(cluster->registry().stats().reservations == 1);
+  // The claim cannot be written (and, once the watch has been down long enough, the replica no
+  // longer trusts its view): the answer says so and that a retry may succeed.
+  for (int i = 0; i < 2; ++i) {
+    admission::Response r = handler.mutate(testing::create_request(pod));
+    CHECK_FALSE(r.allowed);
+    CHECK(r.code == 503);
+    CHECK_THAT(r.message, Catch::Contains("KubeRay retries"));
+    clock.advance(std::chrono::minutes(10));
+  }
+  CHECK(cluster->claims().stats().denied >= 1);
   CHECK(handler.mutate(testing::create_request(testing::labelled_worker_pod(0, 0, "rc", "g", "4x4")))
             .allowed);
   cluster->stop();
@@ -448,8 +495,10 @@ TEST_CASE("metrics_text names every family") {
        {"kuberay_tpu_webhook_kube_synced{resource=\"pods\"} 1", "kuberay_tpu_webhook_kube_lists_total",
         "kuberay_tpu_webhook_kube_relists_total", "kuberay_tpu_webhook_kube_watch_restarts_total",
         "kuberay_tpu_webhook_kube_api_errors_total", "kuberay_tpu_webhook_kube_oversized_objects_total",
-        "kuberay_tpu_webhook_legacy_pods 0", "kuberay_tpu_webhook_legacy_reservations 0",
-        "kuberay_tpu_webhook_legacy_reservations_expired_total"}) {
+        "kuberay_tpu_webhook_legacy_pods 0", "kuberay_tpu_webhook_legacy_claims_written_total 0",
+        "kuberay_tpu_webhook_legacy_claim_conflicts_total 0",
+        "kuberay_tpu_webhook_legacy_claim_denied_total 0",
+        "kuberay_tpu_webhook_legacy_claim_objects_deleted_total 0"}) {
     CHECK_THAT(text, Catch::Contains(name));
   }
   live.cluster->stop();

@@ -1,7 +1,9 @@
+// The SliceRegistry: the webhook's view of the Pods that hold a slot, fed by the Pod watch.
 #include "kube/slice_registry.h"
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <set>
 #include <thread>
 
@@ -10,6 +12,7 @@
 using kube::PodRecord;
 using kube::SliceRegistry;
 using podpatch::GroupKey;
+using podpatch::Holder;
 using podpatch::Slot;
 
 namespace {
@@ -20,153 +23,105 @@ PodRecord record(const std::string& uid, int r, int h, const GroupKey& key = kKe
   return {uid, "pod-" + uid, key, {r, h}, "1"};
 }
 
-Slot place(SliceRegistry& reg, int hosts = 4, bool dry_run = false) {
-  webhook::Result<Slot> s = reg.place(kKey, hosts, dry_run);
-  REQUIRE(s.has_value());
-  return *s;
+// The slots of `key`, sorted.
+std::vector<Slot> slots(const SliceRegistry& reg, const GroupKey& key = kKey) {
+  std::vector<Slot> out;
+  for (const Holder& h : reg.holders(key)) {
+    out.push_back(h.slot);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 }  // namespace
 
-TEST_CASE("SliceRegistry answers Unavailable until the first Pod list") {
+TEST_CASE("SliceRegistry is unsynced until the first Pod list") {
   testing::FakeClock clock;
-  SliceRegistry reg(clock, std::chrono::seconds(10));
-  webhook::Result<Slot> s = reg.place(kKey, 4, false);
-  REQUIRE_FALSE(s.has_value());
-  CHECK(s.error().code == webhook::ErrorCode::kUnavailable);
-  CHECK_THAT(s.error().message, Catch::Contains("starting") && Catch::Contains("KubeRay retries"));
-  reg.replace({});
+  SliceRegistry reg(clock);
+  CHECK_FALSE(reg.synced());
+  CHECK(reg.holders(kKey).empty());
+  reg.replace({record("a", 0, 1)});
   CHECK(reg.synced());
-  CHECK(place(reg) == Slot{0, 0});
+  CHECK(slots(reg) == std::vector<Slot>{{0, 1}});
+  CHECK(reg.holders(kKey).front().pod == "pod-a");
 }
 
-TEST_CASE("SliceRegistry reserves at once: lowest replica with a free host, then lowest host") {
+TEST_CASE("SliceRegistry: watch events add, move and free slots; groups are separate") {
   testing::FakeClock clock;
-  SliceRegistry reg(clock, std::chrono::seconds(10));
-  reg.replace({record("a", 0, 0), record("b", 0, 2), record("c", 1, 0)});
-  CHECK(place(reg) == Slot{0, 1});
-  CHECK(place(reg) == Slot{0, 3});
-  CHECK(place(reg) == Slot{1, 1});
-  SliceRegistry::Stats st = reg.stats();
-  CHECK(st.pods == 3);
-  CHECK(st.reservations == 3);
-  CHECK(st.reserved_total == 3);
-}
-
-TEST_CASE("SliceRegistry: dry-run reserves nothing") {
-  testing::FakeClock clock;
-  SliceRegistry reg(clock, std::chrono::seconds(10));
-  reg.replace({});
-  CHECK(place(reg, 4, true) == Slot{0, 0});
-  CHECK(place(reg, 4, true) == Slot{0, 0});
-  CHECK(reg.stats().reservations == 0);
-  CHECK(place(reg) == Slot{0, 0});
-  CHECK(place(reg, 4, true) == Slot{0, 1});
-}
-
-TEST_CASE("SliceRegistry: the watch confirms a reservation; deletion frees the slot") {
-  testing::FakeClock clock;
-  SliceRegistry reg(clock, std::chrono::seconds(10));
-  reg.replace({});
-  reg.set_watch_connected(true);
-  CHECK(place(reg) == Slot{0, 0});
-  CHECK(place(reg) == Slot{0, 1});
-  reg.upsert("u1", record("u1", 0, 1));
-  SliceRegistry::Stats st = reg.stats();
-  CHECK(st.pods == 1);
-  CHECK(st.reservations == 1);
-  CHECK(st.confirmed_total == 1);
-  // Confirmed Pods never expire; the other reservation does.
-  clock.advance(std::chrono::seconds(11));
-  st = reg.stats();
-  CHECK(st.reservations == 0);
-  CHECK(st.expired_total == 1);
-  CHECK(place(reg) == Slot{0, 0});
-  reg.upsert("u0", record("u0", 0, 0));
-  // A MODIFIED event of the same Pod changes nothing; a deletion frees its slot.
-  reg.upsert("u0", record("u0", 0, 0));
-  CHECK(reg.stats().pods == 2);
-  reg.remove("u1");
-  CHECK(place(reg) == Slot{0, 1});
-  // A Pod turning into "being deleted" (no record) frees its slot too.
-  reg.upsert("u0", std::nullopt);
-  CHECK(place(reg) == Slot{0, 0});
-}
-
-TEST_CASE("SliceRegistry: reservations age only while the Pod watch is connected") {
-  testing::FakeClock clock;
-  SliceRegistry reg(clock, std::chrono::seconds(10));
-  reg.replace({});
-  reg.set_watch_connected(true);
-  CHECK(place(reg) == Slot{0, 0});
-  clock.advance(std::chrono::seconds(9));
-  reg.set_watch_connected(false);
-  clock.advance(std::chrono::minutes(5));  // an outage: the Pod may exist, unreported
-  CHECK(reg.stats().reservations == 1);
-  CHECK(place(reg) == Slot{0, 1});
-  reg.set_watch_connected(true);
-  clock.advance(std::chrono::seconds(9));
-  CHECK(reg.stats().reservations == 2);  // the reconnected watch gets its full TTL to report
-  clock.advance(std::chrono::seconds(2));
-  CHECK(reg.stats().reservations == 0);
-  CHECK(reg.stats().expired_total == 2);
-}
-
-TEST_CASE("SliceRegistry: two Pods on one slot deny placement naming both") {
-  testing::FakeClock clock;
-  SliceRegistry reg(clock, std::chrono::seconds(10));
-  reg.replace({record("a", 0, 1), record("b", 0, 1)});
-  webhook::Result<Slot> s = reg.place(kKey, 4, false);
-  REQUIRE_FALSE(s.has_value());
-  CHECK(s.error().code == webhook::ErrorCode::kAlreadyExists);
-  CHECK_THAT(s.error().message, Catch::Contains("pod-a") && Catch::Contains("pod-b"));
-  reg.remove("b");
-  CHECK(place(reg) == Slot{0, 0});
-}
-
-TEST_CASE("SliceRegistry: a relist replaces the Pods, keeps reservations, confirms them") {
-  testing::FakeClock clock;
-  SliceRegistry reg(clock, std::chrono::seconds(10));
-  reg.replace({record("a", 0, 0), record("b", 0, 1)});
-  CHECK(place(reg) == Slot{0, 2});
-  CHECK(place(reg) == Slot{0, 3});
-  // While the watch was away, b was deleted and the Pod of (0,2) created.
-  reg.replace({record("a", 0, 0), record("c", 0, 2)});
+  SliceRegistry reg(clock);
+  reg.replace({record("a", 0, 0), record("b", 0, 2)});
+  GroupKey other{"default", "rc", "other"};
+  reg.upsert("c", record("c", 1, 0));
+  reg.upsert("d", record("d", 0, 0, other));
+  CHECK(slots(reg) == std::vector<Slot>{{0, 0}, {0, 2}, {1, 0}});
+  CHECK(slots(reg, other) == std::vector<Slot>{{0, 0}});
+  reg.upsert("b", record("b", 0, 3));  // MODIFIED to another slot: the old one is free
+  CHECK(slots(reg) == std::vector<Slot>{{0, 0}, {0, 3}, {1, 0}});
+  reg.upsert("a", std::nullopt);  // being deleted: holds no slot
+  reg.remove("c");
+  reg.remove("never-seen");
+  CHECK(slots(reg) == std::vector<Slot>{{0, 3}});
   SliceRegistry::Stats st = reg.stats();
   CHECK(st.pods == 2);
-  CHECK(st.reservations == 1);
-  CHECK(st.confirmed_total == 1);
-  CHECK(place(reg) == Slot{0, 1});
-  // Groups are independent.
-  GroupKey other{"default", "rc", "other"};
-  CHECK(reg.place(other, 4, false).value() == Slot{0, 0});
+  CHECK(st.groups == 2);
+  reg.remove("d");
+  CHECK(reg.stats().groups == 1);
 }
 
-TEST_CASE("SliceRegistry: concurrent admissions never share a slot") {
+TEST_CASE("SliceRegistry: a relist replaces every Pod") {
   testing::FakeClock clock;
-  SliceRegistry reg(clock, std::chrono::seconds(10));
+  SliceRegistry reg(clock);
+  reg.replace({record("a", 0, 0), record("b", 0, 1)});
+  reg.replace({record("a", 0, 0), record("c", 0, 2), record("c", 0, 3)});  // duplicate uid: first
+  CHECK(slots(reg) == std::vector<Slot>{{0, 0}, {0, 2}});
+  CHECK(reg.stats().pods == 2);
+}
+
+TEST_CASE("SliceRegistry: two Pods on one slot are both kept, so placement can name them") {
+  testing::FakeClock clock;
+  SliceRegistry reg(clock);
+  reg.replace({record("a", 0, 1), record("b", 0, 1)});
+  CHECK(reg.holders(kKey).size() == 2);
+  webhook::Result<Slot> s = podpatch::choose_slot(reg.holders(kKey), 4, kKey);
+  REQUIRE_FALSE(s.has_value());
+  CHECK(s.error().code == webhook::ErrorCode::kAlreadyExists);
+  CHECK(s.error().message.find("pod-a") != std::string::npos);
+  CHECK(s.error().message.find("pod-b") != std::string::npos);
+}
+
+TEST_CASE("SliceRegistry times how long the Pod watch has been disconnected") {
+  testing::FakeClock clock;
+  SliceRegistry reg(clock);
+  reg.set_watch_connected(true);
+  CHECK(reg.disconnected_for() == kube::Duration::zero());
+  reg.set_watch_connected(false);
+  clock.advance(std::chrono::seconds(7));
+  CHECK(reg.disconnected_for() >= std::chrono::seconds(7));
+  CHECK(reg.disconnected_for() < std::chrono::seconds(8));
+  reg.set_watch_connected(false);  // still down: the outage began earlier
+  CHECK(reg.disconnected_for() >= std::chrono::seconds(7));
+  reg.set_watch_connected(true);
+  CHECK(reg.disconnected_for() == kube::Duration::zero());
+}
+
+TEST_CASE("SliceRegistry: concurrent watch events and readers") {
+  testing::FakeClock clock;
+  SliceRegistry reg(clock);
   reg.replace({});
-  constexpr int kThreads = 8;
-  constexpr int kEach = 32;  // 256 slots: 16 replicas of 16 hosts
-  std::vector<std::vector<Slot>> got(kThreads);
-  {
-    std::vector<std::jthread> threads;
-    for (int t = 0; t < kThreads; ++t) {
-      threads.emplace_back([&, t] {
-        for (int i = 0; i < kEach; ++i) {
-          got[static_cast<std::size_t>(t)].push_back(reg.place(kKey, 16, false).value());
-        }
-      });
+  std::atomic<bool> done{false};
+  std::jthread reader([&] {
+    while (!done) {
+      std::vector<Holder> h = reg.holders(kKey);
+      REQUIRE(h.size() <= 256);
     }
+  });
+  for (int i = 0; i < 256; ++i) {
+    reg.upsert("p" + std::to_string(i), record("p" + std::to_string(i), i / 16, i % 16));
   }
-  std::set<Slot> all;
-  for (const auto& v : got) {
-    all.insert(v.begin(), v.end());
-  }
-  CHECK(all.size() == kThreads * kEach);
-  CHECK(all.begin()->replica == 0);
-  CHECK(all.rbegin()->replica == 15);
-  CHECK(all.rbegin()->host == 15);
+  done = true;
+  reader.join();
+  CHECK(reg.stats().pods == 256);
+  CHECK(slots(reg).size() == 256);
 }
 
 TEST_CASE("pod_record keeps only what placement needs, and skips Pods holding no slot") {

@@ -117,6 +117,7 @@ TEST_CASE("A kubeconfig (--kube-config-path) with CA data and a token reaches th
   REQUIRE(r.allowed);
   api.create("pods", testing::apply_patch(pod, r));
   REQUIRE(eventually([&] { return live->registry().stats().pods == 1; }));
-  CHECK(live->registry().stats().confirmed_total == 1);
+  CHECK(live->claims().stats().claims_written == 1);  // the claim went over HTTPS too
+  CHECK(api.writes("leases") == 1);
   live->stop();
 }
