@@ -12,6 +12,7 @@ import signal
 import socket
 import ssl
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -70,15 +71,18 @@ class Certs:
 class Webhook:
     """The binary on 127.0.0.1, ports chosen by the kernel and read from its 'serving' line."""
 
-    def __init__(self, workdir, cert, key, *flags, expect_start=True):
+    def __init__(self, workdir, cert, key, *flags, expect_start=True, env=None):
         self.log_path = os.path.join(workdir, "webhook-%d.log" % time.monotonic_ns())
         self.log_file = open(self.log_path, "wb")
         args = [BINARY, "--bind-address=127.0.0.1:0", "--health-address=127.0.0.1:0",
                 "--log-format=json", "--legacy-indexing=off"]
         if cert:
             args += ["--tls-cert-file=" + cert, "--tls-private-key-file=" + key]
+        environment = dict(os.environ)
+        environment.update(env or {})
         self.proc = subprocess.Popen(args + list(flags), stdout=subprocess.DEVNULL,
-                                     stderr=self.log_file, stdin=subprocess.DEVNULL)
+                                     stderr=self.log_file, stdin=subprocess.DEVNULL,
+                                     env=environment)
         self.https_port = self.health_port = None
         if expect_start:
             serving = self.wait_for_log(lambda l: l.get("msg") == "serving", 20)
@@ -226,6 +230,22 @@ def served_certificate_cn(port, ca):
             return subject["commonName"]
 
 
+def run_cases(cases, argv, script):
+    """Runs the one case argv[1] names in a fresh work directory; the process's exit status."""
+    if len(argv) != 2 or argv[1] not in cases:
+        print("usage: %s CASE\ncases: %s" % (script, " ".join(cases)), file=sys.stderr)
+        return 2
+    name = argv[1]
+    with Workdir() as work:
+        try:
+            cases[name](work)
+        except Failure as e:
+            print("FAILED %s: %s" % (name, e), file=sys.stderr)
+            return 1
+    print("passed: " + name)
+    return 0
+
+
 class Workdir:
     def __enter__(self):
         self.path = tempfile.mkdtemp(prefix="server-it.")
@@ -236,3 +256,83 @@ class Workdir:
             shutil.rmtree(self.path, ignore_errors=True)
         else:
             print("work dir kept:", self.path)
+
+
+FAKE_API = os.path.join(BUILD, "test/integration/fakeapi/fake-kube-apiserver")
+
+
+class FakeKubeApi:
+    """The project's fake kube-apiserver (test/integration/fakeapi) as its own process on
+    127.0.0.1: list/watch of Pods, Nodes and Services, reads and writes of Leases with
+    kube-apiserver's semantics, and fault injection through its /fake/ control endpoints.
+    It exits by itself after `max_seconds`."""
+
+    def __init__(self, workdir, tokens=(), max_seconds=600):
+        self.workdir = workdir
+        port_file = os.path.join(workdir, "fake-api-%d.port" % time.monotonic_ns())
+        args = [FAKE_API, "--port-file", port_file, "--max-seconds", str(max_seconds)]
+        for t in tokens:
+            args += ["--token", t]
+        self.log = open(os.path.join(workdir, "fake-api.log"), "wb")
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=self.log,
+                                     stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + 20
+        self.port = None
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            try:
+                with open(port_file) as f:
+                    text = f.read().strip()
+                if text:
+                    self.port = int(text)
+                    break
+            except OSError:
+                pass
+            time.sleep(0.05)
+        check(self.port is not None, "the fake kube-apiserver did not start")
+
+    def call(self, method, path, body=None, timeout=30):
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            data = json.dumps(body).encode() if body is not None else None
+            conn.request(method, path, body=data,
+                         headers={"Content-Type": "application/json"} if data else {})
+            r = conn.getresponse()
+            text = r.read()
+            check(r.status < 300, "%s %s: HTTP %d %s" % (method, path, r.status, text[:300]))
+            return json.loads(text) if text else None
+        finally:
+            conn.close()
+
+    def create(self, resource, obj):
+        return self.call("POST", "/fake/objects/" + resource, obj)
+
+    def objects(self, resource):
+        return self.call("GET", "/fake/objects/" + resource)["items"]
+
+    def stats(self):
+        return self.call("GET", "/fake/stats")
+
+    def kubeconfig(self, path, token=None):
+        user = "  user:\n    token: %s\n" % token if token else "  user: {}\n"
+        with open(path, "w") as f:
+            f.write("apiVersion: v1\nkind: Config\ncurrent-context: fake\n"
+                    "clusters:\n- name: fake\n  cluster:\n    server: http://127.0.0.1:%d\n"
+                    "contexts:\n- name: fake\n  context: {cluster: fake, user: webhook}\n"
+                    "users:\n- name: webhook\n%s" % (self.port, user))
+        return path
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self.log.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -19,8 +19,8 @@ import sys
 import threading
 import time
 
-from harness import (BINARY, DRYRUN, FIXTURES, TUTORIAL, Certs, Client, Failure, Webhook,
-                     Workdir, check, decoded_patch, kubectl_patch, make_review, run,
+from harness import (BINARY, DRYRUN, FIXTURES, TUTORIAL, Certs, Client, FakeKubeApi, Failure,
+                     Webhook, check, decoded_patch, kubectl_patch, make_review, run, run_cases,
                      served_certificate_cn, tls_context)
 
 CASES = {}
@@ -741,87 +741,26 @@ def command_line(work):
         check(code == 0, "the webhook exited %s, not 0; its log ends:\n%s" % (code, wh.log_text()[-3000:]))
 
 
-class FakeApi:
-    """A minimal kube-apiserver on 127.0.0.1 for the webhook's Pod, Node and Service watches:
-    lists `pods` (and no Nodes or Services), then holds each watch open without events."""
-
-    def __init__(self, pods):
-        import http.server
-
-        fake = self
-        self.closing = threading.Event()
-        self.requests = []
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
-            def do_GET(self):
-                fake.requests.append(self.path)
-                kind = self.path.split("?")[0].rsplit("/", 1)[1]
-                if "watch=1" in self.path or "watch=true" in self.path:
-                    self.send_response(200)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Transfer-Encoding", "chunked")
-                    self.end_headers()
-                    self.wfile.flush()
-                    fake.closing.wait(60)
-                    try:
-                        self.wfile.write(b"0\r\n\r\n")
-                    except OSError:
-                        pass
-                    return
-                items = pods if kind == "pods" else []
-                body = json.dumps({"apiVersion": "v1", "kind": kind[:-1].capitalize() + "List",
-                                   "metadata": {"resourceVersion": "100"},
-                                   "items": items}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever)
-        self.thread.start()
-
-    def kubeconfig(self, path):
-        with open(path, "w") as f:
-            json.dump({"apiVersion": "v1", "kind": "Config", "current-context": "fake",
-                       "clusters": [{"name": "fake", "cluster": {
-                           "server": "http://127.0.0.1:%d" % self.port}}],
-                       "users": [{"name": "fake", "user": {"token": "test-token"}}],
-                       "contexts": [{"name": "fake", "context": {"cluster": "fake",
-                                                                 "user": "fake"}}]}, f)
-        return path
-
-    def close(self):
-        self.closing.set()
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(10)
-
-
 @case
 def legacy_placement_with_api(work):
-    """--legacy-indexing=on with an API (a fake kube-apiserver on 127.0.0.1): /readyz waits for
-    the first Pod list, Pods without KubeRay's index labels are placed as their golden responses
-    say (SPEC M3.3), the next Pod of the group gets the next host (the reservation), and the
-    watches' metrics join /metrics."""
+    """--legacy-indexing=on with an API (the project's fake kube-apiserver on 127.0.0.1): /readyz
+    waits for the first Pod list, Pods without KubeRay's index labels are placed as their golden
+    responses say, the next Pod of the group gets the next host (the claim the first wrote to a
+    Lease in POD_NAMESPACE), and the watches' and claims' metrics join /metrics."""
     certs = Certs(work)
     crt, key = certs.issue("webhook")
-    api = FakeApi(pods=[])
-    try:
-        kubeconfig = api.kubeconfig(os.path.join(work, "kubeconfig"))
-        with Webhook(work, crt, key, "--legacy-indexing=on", "--kube-config-path=" + kubeconfig) as wh:
+    with FakeKubeApi(work, tokens=["test-token"], max_seconds=100) as api:
+        kubeconfig = api.kubeconfig(os.path.join(work, "kubeconfig"), token="test-token")
+        with Webhook(work, crt, key, "--legacy-indexing=on", "--kube-config-path=" + kubeconfig,
+                     env={"POD_NAMESPACE": "ray-system", "POD_NAME": "webhook-0"}) as wh:
             deadline = time.monotonic() + 20
             while wh.health("/readyz")[0] != 200 and time.monotonic() < deadline:
                 time.sleep(0.1)
             check(wh.health("/readyz")[0] == 200, "not ready after the first Pod list")
+            claims_line = wh.wait_for_log(lambda l: l.get("msg") == "slot claims", 5)
+            check(claims_line is not None and claims_line.get("namespace") == "ray-system" and
+                  claims_line.get("namespace_from") == "POD_NAMESPACE",
+                  "the startup log does not say where the namespace came from: %s" % claims_line)
             review = json.load(open(os.path.join(FIXTURES, "admission", "legacy-empty-cluster.json")))
             golden = json.load(open(os.path.join(FIXTURES, "responses", "legacy-empty-cluster.json")))
             c = Client(wh.https_port, certs.ca)
@@ -838,32 +777,46 @@ def legacy_placement_with_api(work):
             check(second["allowed"] and env.get("TPU_WORKER_ID") == "1",
                   "the second Pod of the group did not get host 1: %s" % env.get("TPU_WORKER_ID"))
             c.close()
+            leases = api.objects("leases")
+            check(len(leases) == 1 and leases[0]["metadata"]["namespace"] == "ray-system",
+                  "the claims are not in one Lease of POD_NAMESPACE: %s" % leases)
             status, metrics = wh.health("/metrics")
             check("kuberay_tpu_webhook_placements_total{path=\"legacy\"} 2" in metrics,
                   "legacy placements not counted")
-            check("kuberay_tpu_webhook_kube_" in metrics or "kuberay_tpu_webhook_legacy_" in metrics,
-                  "the watches' metrics are not in /metrics")
+            check("kuberay_tpu_webhook_kube_synced{resource=\"pods\"} 1" in metrics and
+                  "kuberay_tpu_webhook_legacy_claims_written_total 2" in metrics,
+                  "the watches' and claims' metrics are not in /metrics")
             r = run(["promtool", "check", "metrics"], input=metrics)
             check(r.returncode == 0, "promtool check metrics:\n" + r.stdout + r.stderr)
-            check(any(p.startswith("/api/v1/pods") for p in api.requests), "no Pod list")
             check(wh.stop(signal.SIGINT) == 0, "the webhook did not exit 0")
-    finally:
-        api.close()
+
+
+@case
+def legacy_placement_needs_a_namespace(work):
+    """With API access but no namespace from POD_NAMESPACE, the service account's file or
+    --namespace, the webhook refuses to start and says how to fix it."""
+    certs = Certs(work)
+    crt, key = certs.issue("webhook")
+    with FakeKubeApi(work, max_seconds=60) as api:
+        kubeconfig = api.kubeconfig(os.path.join(work, "kubeconfig"))
+        env = {"POD_NAMESPACE": ""}
+        wh = Webhook(work, crt, key, "--legacy-indexing=on", "--kube-config-path=" + kubeconfig,
+                     expect_start=False, env=env)
+        with wh:
+            code = wh.proc.wait(20)
+            check(code == 1, "expected exit 1, got %s" % code)
+            check("--namespace" in wh.log_text() and "POD_NAMESPACE" in wh.log_text(),
+                  "the error does not say how to set the namespace:\n" + wh.log_text())
+        with Webhook(work, crt, key, "--legacy-indexing=on", "--kube-config-path=" + kubeconfig,
+                     "--namespace=from-flag", env=env) as ok:
+            line = ok.wait_for_log(lambda l: l.get("msg") == "slot claims", 10)
+            check(line is not None and line.get("namespace") == "from-flag" and
+                  line.get("namespace_from") == "--namespace", "--namespace not used: %s" % line)
+            check(ok.stop() == 0, "the webhook did not exit 0")
 
 
 def main():
-    if len(sys.argv) != 2 or sys.argv[1] not in CASES:
-        print("usage: server_test.py CASE\ncases: " + " ".join(CASES), file=sys.stderr)
-        return 2
-    name = sys.argv[1]
-    with Workdir() as work:
-        try:
-            CASES[name](work)
-        except Failure as e:
-            print("FAILED %s: %s" % (name, e), file=sys.stderr)
-            return 1
-    print("passed: " + name)
-    return 0
+    return run_cases(CASES, sys.argv, "server_test.py")
 
 
 if __name__ == "__main__":
