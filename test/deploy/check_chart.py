@@ -66,17 +66,49 @@ def flags(idx):
     return dc.parse_args(container(idx)["args"])
 
 
-def expect_legacy(mode):
+def expect_legacy(mode, replicas, pdb=True):
+    """legacyIndexing changes the flag and the Lease Role, never replicas, strategy or PDB."""
     def check(objs, idx, r):
         f = flags(idx)
         spec = deployment(idx)["spec"]
         r.check(f.get("legacy-indexing") == mode, f"--legacy-indexing={f.get('legacy-indexing')}, want {mode}")
-        if mode == "off":
-            r.check(spec["replicas"] == 2, "replicas not kept with legacy placement off")
-        else:
-            r.check(spec["replicas"] == 1 and spec["strategy"] == {"type": "Recreate", "rollingUpdate": None},
-                    f"legacy {mode}: replicas {spec['replicas']}, strategy {spec['strategy']}")
+        r.check(spec["replicas"] == replicas, f"legacy {mode}: replicas {spec['replicas']}, want {replicas}")
+        r.check(spec["strategy"] == dc.ROLLING_UPDATE, f"legacy {mode}: strategy {spec['strategy']}")
+        has_role = ("Role", dc.LEASE_ROLE) in idx and ("RoleBinding", dc.LEASE_ROLE) in idx
+        r.check(has_role == (mode != "off"),
+                f"legacy {mode}: Lease Role/RoleBinding {'rendered' if has_role else 'missing'}")
+        has_pdb = ("PodDisruptionBudget", dc.NAME) in idx
+        r.check(has_pdb == pdb, f"{replicas} replicas: PodDisruptionBudget "
+                                f"{'rendered' if has_pdb else 'missing'}")
+        if has_pdb:
+            r.check(idx[("PodDisruptionBudget", dc.NAME)]["spec"] == {
+                "minAvailable": 1, "selector": {"matchLabels": dc.SELECTOR}},
+                f"PodDisruptionBudget spec {idx[('PodDisruptionBudget', dc.NAME)]['spec']}")
+        env = container(idx).get("env")
+        r.check(env == [{"name": n, "valueFrom": {"fieldRef": {"fieldPath": p}}}
+                        for n, p in dc.POD_ENV.items()], f"legacy {mode}: env {env}")
     return check
+
+
+def expect_default_install(objs, idx, r):
+    """The shipped defaults, value by value (check_install checks them too, generically)."""
+    expect_legacy("auto", 2)(objs, idx, r)
+    ns = idx[("Namespace", dc.NAMESPACE)]["metadata"]
+    r.check(ns.get("annotations") == {"helm.sh/resource-policy": "keep"},
+            f"Namespace annotations {ns.get('annotations')}")
+    role = idx[("Role", dc.LEASE_ROLE)]
+    r.check(role["rules"] == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                               "verbs": ["get", "list", "watch", "create", "update", "delete"]}],
+            f"Lease Role rules {role['rules']}")
+    r.check(idx[("ClusterRole", dc.CLUSTER_ROLE)]["rules"] == [
+        {"apiGroups": [""], "resources": ["pods", "nodes", "services"],
+         "verbs": ["get", "list", "watch"]}], "ClusterRole is no longer read-only")
+    m = idx[("MutatingWebhookConfiguration", dc.MUTATING)]["webhooks"][0]
+    v = idx[("ValidatingWebhookConfiguration", dc.VALIDATING)]["webhooks"][0]
+    r.check((m["failurePolicy"], m["timeoutSeconds"]) == ("Fail", 5),
+            f"mutating {m['failurePolicy']}/{m['timeoutSeconds']}, want Fail/5")
+    r.check((v["failurePolicy"], v["timeoutSeconds"]) == ("Ignore", 5),
+            f"validating {v['failurePolicy']}/{v['timeoutSeconds']}, want Ignore/5")
 
 
 def expect_self_signed(existing):
@@ -110,10 +142,12 @@ def expect_everything(objs, idx, r):
     m = idx[("MutatingWebhookConfiguration", dc.MUTATING)]["webhooks"][0]
     r.check("ml-batch" in dc.excluded_namespaces(m["namespaceSelector"]), "extraExcludedNamespaces")
     r.check(m["failurePolicy"] == "Ignore" and m["timeoutSeconds"] == 10, "mutating policy values")
+    r.check(f.get("claim-timeout") == "2s" and f.get("reservation-ttl") == "20s",
+            "claim timeout / reservation TTL extraArgs not passed")
     r.check(m["reinvocationPolicy"] == "IfNeeded", "reinvocationPolicy value")
     r.check(m["clientConfig"]["service"]["port"] == 8443, "service port")
     v = idx[("ValidatingWebhookConfiguration", dc.VALIDATING)]["webhooks"][0]
-    r.check(v["failurePolicy"] == "Ignore" and v["timeoutSeconds"] == 7, "validating policy values")
+    r.check(v["failurePolicy"] == "Fail" and v["timeoutSeconds"] == 7, "validating policy values")
     r.check(("PodDisruptionBudget", dc.NAME) not in idx, "PDB rendered although disabled")
     ms = idx.get(("Service", "kuberay-tpu-webhook-metrics"))
     sm = idx.get(("ServiceMonitor", dc.NAME))
@@ -160,7 +194,8 @@ EVERYTHING = tw(
            "pullPolicy": "Always", "pullSecrets": ["regcred"]},
     kuberayVersion="1.3",
     deployment={"verbosity": 2, "logFormat": "text", "bindPort": 10443, "healthPort": 10081,
-                "shutdownTimeoutSeconds": 20, "extraArgs": ["--threads=4"],
+                "shutdownTimeoutSeconds": 20,
+                "extraArgs": ["--threads=4", "--claim-timeout=2s", "--reservation-ttl=20s"],
                 "resources": {"requests": {"cpu": "100m", "memory": "64Mi"},
                               "limits": {"cpu": "2", "memory": "1Gi"}},
                 "nodeSelector": {"pool": "system"},
@@ -174,7 +209,7 @@ EVERYTHING = tw(
     webhook={"extraExcludedNamespaces": ["ml-batch"],
              "mutating": {"failurePolicy": "Ignore", "timeoutSeconds": 10,
                           "reinvocationPolicy": "IfNeeded"},
-             "validating": {"failurePolicy": "Ignore", "timeoutSeconds": 7}},
+             "validating": {"failurePolicy": "Fail", "timeoutSeconds": 7}},
     cert={"duration": "720h", "renewBefore": "240h"},
     podDisruptionBudget={"enabled": False},
     metrics={"service": {"port": 9100},
@@ -184,7 +219,7 @@ EVERYTHING = tw(
 
 # (name, overrides, lookup stub, check_install keyword args or None, extra check or failure text)
 VARIANTS = [
-    ("defaults", {}, None, {}, None),
+    ("defaults", {}, None, {}, expect_default_install),
     ("selfSigned", tw(cert={"mode": "selfSigned"}), None,
      {"cert_mode": "selfSigned", "ca_bundle": base64.b64encode(gt.STAND_IN_PEM["ca"].encode()).decode()},
      expect_self_signed(False)),
@@ -201,13 +236,18 @@ VARIANTS = [
                                              "existingSecret": {"caBundle": "Q0E="}}), None,
      None, "existingSecret.name"),
     ("unknown cert mode", tw(cert={"mode": "vault"}), None, None, "tpuWebhook.cert.mode must be"),
-    ("legacy on forces one replica", tw(legacyIndexing="on", deployment={"replicas": 3}), None,
-     {"expect_defaults": False}, expect_legacy("on")),
-    ("legacy auto forces one replica", tw(legacyIndexing="auto"), None,
-     {"expect_defaults": False}, expect_legacy("auto")),
-    ("legacy: YAML boolean false means off", tw(legacyIndexing=False), None, {}, expect_legacy("off")),
+    ("legacy off keeps 2 replicas and drops the Lease Role", tw(legacyIndexing="off"), None,
+     {"expect_defaults": False, "replicas": 2}, expect_legacy("off", 2)),
+    ("legacy on with 3 replicas", tw(legacyIndexing="on", deployment={"replicas": 3}), None,
+     {"expect_defaults": False, "replicas": 3}, expect_legacy("on", 3)),
+    ("legacy auto with 3 replicas", tw(deployment={"replicas": 3}), None,
+     {"expect_defaults": False, "replicas": 3}, expect_legacy("auto", 3)),
+    ("one replica: no PodDisruptionBudget to block drains", tw(deployment={"replicas": 1}), None,
+     {"expect_defaults": False, "replicas": 1}, expect_legacy("auto", 1, pdb=False)),
+    ("legacy: YAML boolean false means off", tw(legacyIndexing=False), None,
+     {"expect_defaults": False, "replicas": 2}, expect_legacy("off", 2)),
     ("legacy: YAML boolean true means on", tw(legacyIndexing=True), None,
-     {"expect_defaults": False}, expect_legacy("on")),
+     {"expect_defaults": False, "replicas": 2}, expect_legacy("on", 2)),
     ("legacy: unknown value", tw(legacyIndexing="sometimes"), None, None,
      "tpuWebhook.legacyIndexing must be"),
     ("no namespace name", tw(namespace={"name": ""}), None, None, "tpuWebhook.namespace.name"),
@@ -325,7 +365,7 @@ def check_variant(vname, objs, expect, extra, r):
     """Holds one variant's objects to check_install and the variant's own checks."""
     sub = dc.Report()
     try:
-        idx = dc.check_install(objs, sub, **expect)
+        idx = dc.check_install(objs, sub, helm=True, **expect)
         if extra and not sub.failures:
             extra(objs, idx, sub)
     except (KeyError, TypeError, AttributeError, IndexError, ValueError) as e:

@@ -6,6 +6,8 @@ are written once here so that the kustomize base and every chart variant are hel
 ones.
 """
 
+import re
+
 import yaml
 
 # The binary's defaults (cmd/webhook flags).
@@ -14,7 +16,8 @@ HEALTH_PORT = 8081
 CERT_DIR = "/etc/kuberay-tpu-webhook/tls"
 BINARY_FLAGS = {
     "bind-address", "health-address", "tls-cert-file", "tls-private-key-file", "server-cert",
-    "server-key", "kube-config-path", "legacy-indexing", "reservation-ttl", "kuberay-version",
+    "server-key", "kube-config-path", "legacy-indexing", "reservation-ttl", "claim-timeout",
+    "namespace", "kuberay-version",
     "tpu-process-port-base", "megascale-port-base", "device-plugin-port", "max-body-bytes",
     "read-timeout", "shutdown-timeout", "threads", "log-format", "v",
 }
@@ -30,6 +33,15 @@ CERTIFICATE = "kuberay-tpu-webhook-certs"
 SELECTOR = {"app": "kuberay-tpu-webhook"}
 EXCLUDED_NAMESPACES = {"kube-system", "kube-node-lease"}
 RBAC = {("", r, v) for r in ("pods", "nodes", "services") for v in ("get", "list", "watch")}
+# Legacy placement's slot claims: Leases in the webhook's own namespace, nothing else.
+LEASE_ROLE = "kuberay-tpu-webhook-leases"
+LEASE_RBAC = {("coordination.k8s.io", "leases", v)
+              for v in ("get", "list", "watch", "create", "update", "delete")}
+# The binary's --claim-timeout default; it must stay inside the mutating webhook's timeout.
+CLAIM_TIMEOUT_DEFAULT = 3.0
+# The Downward API env the binary reads: its namespace (where the Leases live) and its name.
+POD_ENV = {"POD_NAMESPACE": "metadata.namespace", "POD_NAME": "metadata.name"}
+ROLLING_UPDATE = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
 
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding",
                   "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}
@@ -110,6 +122,15 @@ def parse_args(args):
     return out
 
 
+def go_duration(text):
+    """Seconds of a Go duration such as 3s, 500ms, 1m30s; None when it is not one."""
+    units = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+    parts = re.findall(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)", text or "")
+    if not parts or "".join(n + u for n, u in parts) != text:
+        return None
+    return sum(float(n) * units[u] for n, u in parts)
+
+
 def port_of(addr):
     return int(addr.rsplit(":", 1)[1])
 
@@ -128,9 +149,14 @@ def excluded_namespaces(ns_selector):
 
 
 def check_install(objs, r, cert_mode="certManager", expect_defaults=True, namespace_created=True,
-                  ca_bundle=None, secret_name=SECRET):
+                  ca_bundle=None, secret_name=SECRET, replicas=None, helm=False):
     """Checks one rendered install. expect_defaults: also pin the shipped defaults (2 replicas,
-    Fail, 5 s); cert_mode: certManager | selfSigned | existingSecret."""
+    --legacy-indexing=auto, PodDisruptionBudget, mutating Fail, validating Ignore, 5 s);
+    cert_mode: certManager | selfSigned | existingSecret; replicas: the Deployment's replicas
+    (2 when expect_defaults, unchecked otherwise); helm: the chart's own additions (the
+    created Namespace's helm.sh/resource-policy: keep)."""
+    if replicas is None and expect_defaults:
+        replicas = 2
     idx = index(objs, r)
     kinds = {k for k, _ in idx}
 
@@ -147,36 +173,68 @@ def check_install(objs, r, cert_mode="certManager", expect_defaults=True, namesp
         else:
             r.check(ns == NAMESPACE, f"{kind} {name} in namespace {ns!r}, want {NAMESPACE}")
     if namespace_created:
-        get("Namespace", NAMESPACE)
+        ns_obj = get("Namespace", NAMESPACE)
+        if helm:
+            keep = (ns_obj.get("metadata", {}).get("annotations") or {}).get("helm.sh/resource-policy")
+            r.check(keep == "keep", f"Namespace {NAMESPACE}: helm.sh/resource-policy is {keep!r}, "
+                                    "want 'keep' (helm uninstall must not delete the namespace)")
     else:
         r.check(("Namespace", NAMESPACE) not in idx, "Namespace created although disabled")
 
-    # RBAC: exactly get/list/watch on pods, nodes, services, bound to our ServiceAccount.
+    # RBAC: the ClusterRole exactly get/list/watch on pods, nodes, services; with legacy placement
+    # also a Role in the webhook's namespace exactly get/list/create/update/delete on Leases;
+    # each bound to our ServiceAccount and nothing else.
     get("ServiceAccount", NAME)
-    roles = [o for o in objs if o["kind"] in ("Role", "ClusterRole")]
-    r.check([o["metadata"]["name"] for o in roles] == [CLUSTER_ROLE],
-            f"want exactly one role, ClusterRole {CLUSTER_ROLE}; got "
-            f"{[(o['kind'], o['metadata']['name']) for o in roles]}")
-    role = get("ClusterRole", CLUSTER_ROLE)
-    granted = set()
-    for rule in role.get("rules", []):
-        r.check(not rule.get("resourceNames") and not rule.get("nonResourceURLs"),
-                f"ClusterRole rule with resourceNames/nonResourceURLs: {rule}")
-        for g in rule.get("apiGroups", []):
-            for res in rule.get("resources", []):
-                for v in rule.get("verbs", []):
-                    granted.add((g, res, v))
+    dep = get("Deployment", NAME)
+    conts = dep.get("spec", {}).get("template", {}).get("spec", {}).get("containers", [])
+    flags = parse_args((conts[0] if conts else {}).get("args", []))
+    legacy = flags.get("legacy-indexing", "auto")  # the binary's default
+    r.check(legacy in ("on", "off", "auto"), f"--legacy-indexing={legacy}")
+    if expect_defaults:
+        r.check(legacy == "auto", f"default --legacy-indexing={legacy}, want auto")
+    want_roles = [("ClusterRole", CLUSTER_ROLE)] + ([("Role", LEASE_ROLE)] if legacy != "off" else [])
+    roles = [(o["kind"], o["metadata"]["name"]) for o in objs if o["kind"] in ("Role", "ClusterRole")]
+    r.check(sorted(roles) == sorted(want_roles),
+            f"roles {sorted(roles)}, want exactly {sorted(want_roles)} (legacy-indexing {legacy})")
+
+    def granted_by(role, what):
+        granted = set()
+        for rule in role.get("rules", []):
+            r.check(set(rule) <= {"apiGroups", "resources", "verbs"},
+                    f"{what} rule with more than apiGroups/resources/verbs: {rule}")
+            for g in rule.get("apiGroups", []):
+                for res in rule.get("resources", []):
+                    for v in rule.get("verbs", []):
+                        granted.add((g, res, v))
+        return granted
+
+    def check_binding(kind, name, role_kind):
+        b = get(kind, name)
+        r.check(b.get("roleRef") == {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind,
+                                     "name": name}, f"{kind} {name} roleRef {b.get('roleRef')}")
+        r.check(b.get("subjects") == [{"kind": "ServiceAccount", "name": NAME,
+                                       "namespace": NAMESPACE}],
+                f"{kind} {name} subjects {b.get('subjects')}")
+
+    granted = granted_by(get("ClusterRole", CLUSTER_ROLE), f"ClusterRole {CLUSTER_ROLE}")
     r.check(granted == RBAC, f"ClusterRole grants {sorted(granted)}, want exactly {sorted(RBAC)}")
-    bindings = [o for o in objs if o["kind"] in ("RoleBinding", "ClusterRoleBinding")]
-    r.check(len(bindings) == 1, f"want exactly one binding, got {len(bindings)}")
-    b = get("ClusterRoleBinding", CLUSTER_ROLE)
-    r.check(b.get("roleRef") == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                                 "name": CLUSTER_ROLE}, f"binding roleRef {b.get('roleRef')}")
-    r.check(b.get("subjects") == [{"kind": "ServiceAccount", "name": NAME,
-                                   "namespace": NAMESPACE}], f"binding subjects {b.get('subjects')}")
+    check_binding("ClusterRoleBinding", CLUSTER_ROLE, "ClusterRole")
+    want_bindings = [("ClusterRoleBinding", CLUSTER_ROLE)]
+    if legacy != "off":
+        role = get("Role", LEASE_ROLE)
+        r.check(role.get("metadata", {}).get("namespace") == NAMESPACE,
+                f"Role {LEASE_ROLE} not in the webhook's namespace {NAMESPACE}")
+        lease = granted_by(role, f"Role {LEASE_ROLE}")
+        r.check(lease == LEASE_RBAC,
+                f"Role {LEASE_ROLE} grants {sorted(lease)}, want exactly {sorted(LEASE_RBAC)}")
+        check_binding("RoleBinding", LEASE_ROLE, "Role")
+        want_bindings.append(("RoleBinding", LEASE_ROLE))
+    bindings = [(o["kind"], o["metadata"]["name"]) for o in objs
+                if o["kind"] in ("RoleBinding", "ClusterRoleBinding")]
+    r.check(sorted(bindings) == sorted(want_bindings),
+            f"bindings {sorted(bindings)}, want exactly {sorted(want_bindings)}")
 
     # Deployment.
-    dep = get("Deployment", NAME)
     spec = dep.get("spec", {})
     pod = spec.get("template", {}).get("spec", {})
     pod_labels = spec.get("template", {}).get("metadata", {}).get("labels", {})
@@ -191,7 +249,6 @@ def check_install(objs, r, cert_mode="certManager", expect_defaults=True, namesp
     conts = pod.get("containers", [])
     r.check(len(conts) == 1, f"want one container, got {len(conts)}")
     c = conts[0] if conts else {}
-    flags = parse_args(c.get("args", []))
     r.check("__bad__" not in flags, f"args not in --name=value form: {flags.get('__bad__')}")
     unknown = set(flags) - BINARY_FLAGS - {"__bad__"}
     r.check(not unknown, f"args the binary does not have: {sorted(unknown)}")
@@ -248,26 +305,37 @@ def check_install(objs, r, cert_mode="certManager", expect_defaults=True, namesp
         r.check(vols.get(tls_vol[0], {}).get("secret", {}).get("secretName") == secret_name,
                 f"certificate volume is not Secret {secret_name}: {vols.get(tls_vol[0])}")
 
-    # Legacy placement state is per process: one replica, never two processes at once.
-    legacy = flags.get("legacy-indexing", "auto")  # the binary's default
-    r.check(legacy in ("on", "off", "auto"), f"--legacy-indexing={legacy}")
+    # Downward API env: the namespace the Leases live in and the replica's name.
+    env = {e.get("name"): e for e in c.get("env", [])}
+    for var, field in POD_ENV.items():
+        e = env.get(var)
+        ref = ((e or {}).get("valueFrom") or {}).get("fieldRef") or {}
+        r.check(e is not None and "value" not in e and ref.get("fieldPath") == field
+                and ref.get("apiVersion", "v1") == "v1",
+                f"env {var} is {e}, want valueFrom.fieldRef.fieldPath {field}")
+    r.check("namespace" not in flags or flags["namespace"] == NAMESPACE,
+            f"--namespace={flags.get('namespace')} is not the webhook's namespace {NAMESPACE}")
+
+    # Replicas share legacy placement's claims: any count, always rolled without downtime.
     strategy = spec.get("strategy", {})
-    if legacy != "off":
-        r.check(spec.get("replicas") == 1, f"legacy placement {legacy} with {spec.get('replicas')} replicas")
-        r.check(strategy.get("type") == "Recreate" and not strategy.get("rollingUpdate"),
-                "legacy placement without the Recreate strategy")
-    else:
-        r.check(strategy.get("type") == "RollingUpdate"
-                and strategy.get("rollingUpdate", {}).get("maxUnavailable") == 0,
-                f"stateless rollout should keep every replica serving: {strategy}")
-        if expect_defaults:
-            r.check(spec.get("replicas") == 2, f"default replicas {spec.get('replicas')}, want 2")
+    r.check(strategy == ROLLING_UPDATE,
+            f"strategy {strategy}, want {ROLLING_UPDATE} (a new Pod ready before an old one stops)")
+    if replicas is not None:
+        r.check(spec.get("replicas") == replicas, f"replicas {spec.get('replicas')}, want {replicas}")
     pdb = idx.get(("PodDisruptionBudget", NAME))
     if expect_defaults:
         r.check(pdb is not None, "missing PodDisruptionBudget")
     if pdb:
-        r.check(pdb["spec"].get("selector", {}).get("matchLabels") == SELECTOR, "PDB selector")
-        r.check("minAvailable" not in pdb["spec"], "minAvailable blocks draining a single replica")
+        pspec = pdb.get("spec", {})
+        r.check(pspec.get("selector", {}).get("matchLabels") == SELECTOR, "PDB selector")
+        r.check("maxUnavailable" not in pspec, "PDB sets maxUnavailable; want minAvailable")
+        if expect_defaults:
+            r.check(pspec.get("minAvailable") == 1, f"PDB minAvailable {pspec.get('minAvailable')}, "
+                                                   "want 1")
+        r.check(isinstance(pspec.get("minAvailable"), int)
+                and 1 <= pspec["minAvailable"] < (spec.get("replicas") or 0),
+                f"PDB minAvailable {pspec.get('minAvailable')} with {spec.get('replicas')} replicas: "
+                "drains would block or evict every webhook Pod")
 
     # Service: kube-apiserver calls NAME.ray-system.svc:443, which reaches the HTTPS port.
     svc = get("Service", NAME)
@@ -300,7 +368,6 @@ def check_install(objs, r, cert_mode="certManager", expect_defaults=True, namesp
         r.check(isinstance(h.get("timeoutSeconds"), int) and 1 <= h["timeoutSeconds"] <= 30,
                 f"{name}: timeoutSeconds {h.get('timeoutSeconds')}")
         if expect_defaults:
-            r.check(h.get("failurePolicy") == "Fail", f"{name}: default failurePolicy not Fail")
             r.check(h.get("timeoutSeconds") == 5, f"{name}: default timeoutSeconds not 5")
         r.check(EXCLUDED_NAMESPACES <= excluded_namespaces(h.get("namespaceSelector")),
                 f"{name}: namespaceSelector does not exclude {sorted(EXCLUDED_NAMESPACES)}")
@@ -317,6 +384,17 @@ def check_install(objs, r, cert_mode="certManager", expect_defaults=True, namesp
         return h
 
     m = one_hook("MutatingWebhookConfiguration", MUTATING, "/mutate")
+    if expect_defaults:
+        r.check(m.get("failurePolicy") == "Fail",
+                f"mutating: default failurePolicy {m.get('failurePolicy')}, want Fail "
+                "(an unmutated TPU Pod hangs its slice)")
+    claim = go_duration(flags.get("claim-timeout")) if "claim-timeout" in flags \
+        else CLAIM_TIMEOUT_DEFAULT
+    r.check(claim is not None and claim > 0, f"--claim-timeout={flags.get('claim-timeout')}")
+    if claim and isinstance(m.get("timeoutSeconds"), int):
+        r.check(claim < m["timeoutSeconds"],
+                f"claim timeout {claim}s not inside the mutating webhook's timeoutSeconds "
+                f"{m['timeoutSeconds']}: kube-apiserver would give up first")
     r.check(m.get("name") == f"{NAME}.{NAMESPACE}.svc", f"mutating webhook name {m.get('name')}")
     r.check(m.get("rules") == [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
                                 "resources": ["pods"], "scope": "Namespaced"}],
@@ -329,6 +407,10 @@ def check_install(objs, r, cert_mode="certManager", expect_defaults=True, namesp
     if expect_defaults:
         r.check(m.get("reinvocationPolicy") == "Never", "default reinvocationPolicy not Never")
     v = one_hook("ValidatingWebhookConfiguration", VALIDATING, "/validate")
+    if expect_defaults:
+        r.check(v.get("failurePolicy") == "Ignore",
+                f"validating: default failurePolicy {v.get('failurePolicy')}, want Ignore "
+                "(a down webhook must not block every RayCluster update)")
     r.check(v.get("name") == f"raycluster-{NAME}.{NAMESPACE}.svc", f"validating webhook name {v.get('name')}")
     rules = v.get("rules") or [{}]
     r.check(len(rules) == 1 and rules[0].get("apiGroups") == ["ray.io"]
@@ -378,6 +460,12 @@ def normalized(obj):
             labels.pop(k, None)
 
     strip(obj["metadata"].get("labels") or {})
+    if obj["kind"] == "Namespace":
+        # Helm's keep policy has no kustomize counterpart; check_install checks it on the chart.
+        ann = obj["metadata"].get("annotations") or {}
+        ann.pop("helm.sh/resource-policy", None)
+        if not ann:
+            obj["metadata"].pop("annotations", None)
     if obj["kind"] == "Deployment":
         strip(obj["spec"]["template"]["metadata"].get("labels") or {})
         for c in obj["spec"]["template"]["spec"]["containers"]:

@@ -408,6 +408,16 @@ def _eq(a, *bs):
     return False
 
 
+def _gt(a, b):
+    """Go's gt: both operands of one ordered basic kind (int, float or string)."""
+    ka, kb = _kind(a), _kind(b)
+    if ka not in ("int", "float", "string") or kb not in ("int", "float", "string"):
+        raise TemplateError(f"gt: invalid type for comparison ({ka} and {kb})")
+    if ka != kb:
+        raise TemplateError(f"gt: incompatible types for comparison ({ka} and {kb})")
+    return a > b
+
+
 STAND_IN_PEM = {
     "ca": "-----BEGIN CERTIFICATE-----\nstand-in CA certificate\n-----END CERTIFICATE-----\n",
     "crt": "-----BEGIN CERTIFICATE-----\nstand-in serving certificate\n-----END CERTIFICATE-----\n",
@@ -420,7 +430,7 @@ class Renderer:
 
     FUNCTIONS = {"include", "toYaml", "toJson", "fromYaml", "nindent", "indent", "quote",
                  "default", "required", "fail", "printf", "replace", "toString", "int", "add",
-                 "eq", "ne", "not", "and", "or", "has", "list", "concat", "hasKey", "index",
+                 "eq", "ne", "gt", "not", "and", "or", "has", "list", "concat", "hasKey", "index",
                  "empty", "lookup", "genCA", "genSignedCert", "b64enc"}
 
     def __init__(self, defines, context, lookup=None, coverage=None, used=None):
@@ -589,6 +599,9 @@ class Renderer:
         if name == "ne":
             need(2)
             return not _eq(a[0], a[1])
+        if name == "gt":
+            need(2)
+            return _gt(a[0], a[1])
         if name == "not":
             need(1)
             return not truthy(a[0])

@@ -42,36 +42,6 @@ off
 {{- end -}}
 {{- end }}
 
-{{/*
-Replicas: legacy placement keeps its state in one process, so "on" and "auto" ("auto" is on
-whenever the API is reachable, which in a cluster it is) run exactly one.
-*/}}
-{{- define "kuberay-tpu-webhook.replicas" -}}
-{{- if eq (include "kuberay-tpu-webhook.legacyIndexing" .) "off" -}}
-{{ .Values.tpuWebhook.deployment.replicas | int }}
-{{- else -}}
-1
-{{- end -}}
-{{- end }}
-
-{{/*
-Update strategy: with legacy placement the old Pod stops before the new one starts, so two
-processes never hand out slots at once; otherwise a new Pod is ready before an old one stops.
-rollingUpdate: null removes the server-defaulted rollingUpdate of an existing Deployment (the
-Go webhook's, or ours before legacy placement was turned on), which Recreate forbids.
-*/}}
-{{- define "kuberay-tpu-webhook.strategy" -}}
-{{- if eq (include "kuberay-tpu-webhook.legacyIndexing" .) "off" -}}
-type: RollingUpdate
-rollingUpdate:
-  maxSurge: 1
-  maxUnavailable: 0
-{{- else -}}
-type: Recreate
-rollingUpdate: null
-{{- end -}}
-{{- end }}
-
 {{/* Certificate mode, checked. */}}
 {{- define "kuberay-tpu-webhook.certMode" -}}
 {{- $mode := .Values.tpuWebhook.cert.mode -}}
