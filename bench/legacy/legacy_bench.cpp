@@ -1,14 +1,17 @@
-// Issue 6 item 7: legacy placement under load and at scale.
+// Legacy placement under load and at scale.
 //
 //   legacy-bench serve --pods 10000 --port-file /tmp/port      # a fake kube-apiserver
-//   legacy-bench client --port 38127 --requests 20000          # the webhook's side
+//   legacy-bench client --port 38127 --requests 2000 --replica 0   # one webhook replica
 //
 // `serve` fills a fake kube-apiserver (test/unit/kube/fake_apiserver.h) on 127.0.0.1 with KubeRay
 // TPU worker Pods as they look in a cluster: placed by the webhook (replicaIndex, TPU_WORKER_ID),
-// scheduled, with status. `client` runs what the webhook process runs for legacy placement — a
-// kube::LiveCluster (Pod, Node and Service watches, SliceRegistry) and the admission::Handler —
-// and reports, in one run, the latency of label-less admissions (placed through the registry) and
-// of labelled ones (stateless), plus the process's RSS once the Pod list has been absorbed.
+// scheduled, with status. `client` runs what one webhook process runs for legacy placement — a
+// kube::LiveCluster (Pod, Node and Service watches, SliceRegistry, ClaimStore writing slot claims
+// to Leases of the fake API server) and the admission::Handler — and reports, in one run, the
+// latency of label-less admissions (each placed through a claim written to the API server) and of
+// labelled ones (stateless), the API requests per placed Pod, and the process's RSS once the Pod
+// list has been absorbed. bench/legacy/run.sh runs several clients at once against one server:
+// replicas sharing claims.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -42,7 +45,9 @@ struct Args {
   std::string port_file;
   int requests = 20000;  // per kind
   int threads = 2;
-  int groups = 0;  // default pods / 16
+  int groups = 512;  // worker groups the label-less Pods belong to
+  int replica = 0;   // names this client in its claims
+  int stagger = 21;  // groups between where replicas start: 0 = all on the same groups at once
 };
 
 int flag_int(const std::string& v) { return std::stoi(v); }
@@ -66,6 +71,12 @@ Args parse(int argc, char** argv) {
       a.requests = flag_int(v);
     } else if (k == "--threads") {
       a.threads = flag_int(v);
+    } else if (k == "--groups") {
+      a.groups = flag_int(v);
+    } else if (k == "--replica") {
+      a.replica = flag_int(v);
+    } else if (k == "--stagger") {
+      a.stagger = flag_int(v);
     } else {
       throw std::runtime_error("unknown flag " + k);
     }
@@ -145,6 +156,7 @@ int serve(const Args& a) {
                            {"labels", {{"cloud.google.com/gke-tpu-accelerator", "tpu-v6e-slice"},
                                        {"cloud.google.com/gke-tpu-topology", "8x8"}}}}}});
   }
+  api.set_record_events(true);  // the webhook replicas' Lease writes are watched
   std::cerr << "fake API: " << a.pods << " Pods, " << bytes / (1 << 20) << " MiB of JSON, port "
             << api.port() << "\n";
   if (!a.port_file.empty()) {
@@ -193,6 +205,8 @@ int client(const Args& a) {
   config.port = a.port;
   config.origin = "bench";
   kube::LiveClusterOptions options;
+  options.claims.ns = "ray-system";
+  options.claims.holder = "bench-replica-" + std::to_string(a.replica);
   options.log = [](kube::LogLevel level, const std::string& line) {
     if (level >= kube::LogLevel::kWarning) {
       std::cerr << "kube: " << line << "\n";
@@ -218,27 +232,25 @@ int client(const Args& a) {
   Memory synced = memory();
 
   admission::Handler handler({}, (*live)->pods(), (*live)->nodes(), (*live)->services());
-  // Requests built up front: the timed part is Handler::mutate only.
-  int groups = std::max(1, a.pods / kHosts / 4);
-  std::vector<admission::Request> legacy;
-  std::vector<admission::Request> labelled;
-  for (int g = 0; g < std::min(groups, 64); ++g) {
-    json pod = base_pod("raycluster-" + std::to_string(g), "tpu-group");
+  // Each request is built before its timer starts: the timed part is Handler::mutate only.
+  // Label-less Pods belong to --groups groups of their own (no Pods listed), so each is placed
+  // over its group's claims; in a cluster a group's Lease holds at most a burst's claims.
+  auto request = [&](int g, bool is_legacy, const std::string& uid) {
     admission::Request r;
-    r.uid = "bench";
+    r.uid = uid;
     r.kind = "Pod";
     r.version = "v1";
     r.operation = "CREATE";
     r.ns = "default";
-    r.object = pod;
-    legacy.push_back(r);
-    json lp = pod;
-    lp["metadata"]["labels"]["ray.io/worker-group-replica-index"] = std::to_string(g % 4);
-    lp["metadata"]["labels"]["ray.io/replica-host-index"] = std::to_string(g % kHosts);
-    lp["metadata"]["labels"]["ray.io/worker-group-replica-name"] = "tpu-group-abcde";
-    r.object = lp;
-    labelled.push_back(r);
-  }
+    r.object = base_pod("raycluster-bench-" + std::to_string(g), "tpu-group");
+    if (!is_legacy) {
+      json& labels = r.object["metadata"]["labels"];
+      labels["ray.io/worker-group-replica-index"] = std::to_string(g % 4);
+      labels["ray.io/replica-host-index"] = std::to_string(g % kHosts);
+      labels["ray.io/worker-group-replica-name"] = "tpu-group-abcde";
+    }
+    return r;
+  };
   std::atomic<int> failures{0};
   std::vector<std::vector<double>> lat_legacy(static_cast<std::size_t>(a.threads));
   std::vector<std::vector<double>> lat_labelled(static_cast<std::size_t>(a.threads));
@@ -250,8 +262,12 @@ int client(const Args& a) {
       bool legacy_first = (i % 2) == 0;     // alternate the order: same conditions for both
       for (int k = 0; k < 2; ++k) {
         bool is_legacy = (k == 0) == legacy_first;
-        const auto& reqs = is_legacy ? legacy : labelled;
-        const admission::Request& r = reqs[static_cast<std::size_t>(i + t) % reqs.size()];
+        // Replicas start at different groups: as in a cluster, they meet in a group now and
+        // then (and then conflict), not on every Pod.
+        int pick = (i * a.threads + t + a.replica * a.stagger) % std::max(1, a.groups);
+        admission::Request r = request(pick, is_legacy,
+                                       "bench-" + std::to_string(a.replica) + "-" +
+                                           std::to_string(t) + "-" + std::to_string(i));
         Clock::time_point s = Clock::now();
         admission::Response resp = handler.mutate(r);
         double us = std::chrono::duration<double, std::micro>(Clock::now() - s).count();
@@ -283,8 +299,13 @@ int client(const Args& a) {
   double p99_legacy = percentile(all_legacy, 0.99);
   double p50_labelled = percentile(all_labelled, 0.50);
   double p99_labelled = percentile(all_labelled, 0.99);
-  kube::SliceRegistry::Stats end = (*live)->registry().stats();
+  kube::ClaimStore::Stats claims = (*live)->claims().stats();
   (*live)->stop();
+  auto per_pod = [&](std::uint64_t n) {
+    return claims.claims_written == 0
+               ? 0.0
+               : static_cast<double>(n) / static_cast<double>(claims.claims_written);
+  };
 
   std::printf("pods_listed %zu\n", st.pods);
   std::printf("sync_seconds %.2f\n", sync_s);
@@ -293,7 +314,10 @@ int client(const Args& a) {
   std::printf("rss_after_load_mib %.1f\n", static_cast<double>(after.rss_kib) / 1024);
   std::printf("rss_peak_mib %.1f\n", static_cast<double>(after.hwm_kib) / 1024);
   std::printf("requests_per_kind %zu\n", all_legacy.size());
-  std::printf("reservations_made %llu\n", static_cast<unsigned long long>(end.reserved_total));
+  std::printf("claims_written %llu\n", static_cast<unsigned long long>(claims.claims_written));
+  std::printf("claim_conflicts %llu\n", static_cast<unsigned long long>(claims.conflicts));
+  std::printf("writes_per_pod %.3f\n", per_pod(claims.writes));
+  std::printf("reads_per_pod %.3f\n", per_pod(claims.reads));
   std::printf("labelled_p50_us %.1f\n", p50_labelled);
   std::printf("labelled_p99_us %.1f\n", p99_labelled);
   std::printf("legacy_p50_us %.1f\n", p50_legacy);
