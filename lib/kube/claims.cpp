@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstdio>
 #include <ctime>
 #include <random>
@@ -246,9 +247,12 @@ std::string replica_identity(const EnvLookup& env) {
 
 // ---- The store --------------------------------------------------------------------------------
 
-// What this replica knows of one group's Lease. `mu` serializes the group's admissions.
+// What this replica knows of one group's Lease. One admission of the group at a time holds the
+// turn (busy), and only it touches the fields from `known` to `confirmed`.
 struct ClaimStore::Group {
-  std::timed_mutex mu;
+  std::mutex turn_mu;  // guards busy
+  std::condition_variable turn_cv;
+  bool busy = false;
   bool known = false;   // the fields below are what the API server last answered
   bool exists = false;  // the Lease exists (else resource_version is "")
   std::string resource_version;
@@ -492,8 +496,28 @@ webhook::Result<Slot> ClaimStore::place(const podpatch::PlaceRequest& request) {
   // against the budget, so the answer always comes within it.
   TimePoint deadline = clock_.now() + options_.budget;
   std::shared_ptr<Group> g = group(key);
-  std::unique_lock serialize(g->mu, std::defer_lock);
-  if (!serialize.try_lock_for(options_.budget)) {
+  bool turn = false;
+  {
+    std::unique_lock lock(g->turn_mu);
+    turn = g->turn_cv.wait_for(lock, options_.budget, [&] { return !g->busy; });
+    if (turn) {
+      g->busy = true;
+    }
+  }
+  struct Release {
+    Group& g;
+    bool held;
+    ~Release() {
+      if (held) {
+        {
+          std::lock_guard lock(g.turn_mu);
+          g.busy = false;
+        }
+        g.turn_cv.notify_one();
+      }
+    }
+  } release{*g, turn};
+  if (!turn) {
     {
       std::lock_guard lock(mu_);
       ++stats_.denied;
@@ -845,10 +869,12 @@ bool ClaimStore::sweep() {
   // Forget groups whose Lease is gone, unless an admission is using them.
   std::lock_guard lock(mu_);
   for (auto it = groups_.begin(); it != groups_.end();) {
-    std::unique_lock busy(it->second->mu, std::try_to_lock);
-    bool idle = busy.owns_lock() && it->second.use_count() == 1 &&
-                (!it->second->known || !it->second->exists);
-    busy = {};
+    bool idle = false;
+    {
+      std::lock_guard turn(it->second->turn_mu);
+      idle = !it->second->busy && it->second.use_count() == 1 &&
+             (!it->second->known || !it->second->exists);
+    }
     it = idle ? groups_.erase(it) : std::next(it);
   }
   return true;
