@@ -146,7 +146,7 @@ Response Handler::mutate(const Request& req, std::vector<std::string>* explain) 
               std::to_string(slice->devices_per_host()) + " per host, " +
               std::to_string(slice->total_devices()) + " in the slice");
   }
-  // SPEC Terms: the headless Service; the live one wins.
+  // docs/spec.md Terms "Headless Service name": the live one wins.
   std::string svc;
   std::string svc_story;
   if (std::optional<std::string> live = services_.headless_service(key->ns, key->cluster)) {

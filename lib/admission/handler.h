@@ -1,8 +1,9 @@
 #pragma once
-// The one Handler both front doors use: the HTTPS server and webhook-dryrun (DESIGN "Data flow").
+// The one Handler both front doors use: the HTTPS server and webhook-dryrun (docs/architecture.md
+// "Data flow").
 //
 //   admission::Handler handler(config, pods, nodes, services);
-//   admission::Response r = handler.mutate(request);     // POST /mutate  (Pods, SPEC M1-M7)
+//   admission::Response r = handler.mutate(request);     // POST /mutate  (Pods, M1-M7)
 //   admission::Response v = handler.validate(request);   // POST /validate (RayClusters, V1-V4)
 //
 // Thread-safe when the sources are: the Handler itself holds no mutable state.
@@ -30,11 +31,11 @@ class Handler {
           podpatch::ServiceSource& services)
       : config_(config), pods_(pods), nodes_(nodes), services_(services) {}
 
-  // SPEC M1-M7. When `explain` is not null, appends one line per derived value (topology ->
+  // docs/spec.md M1-M7. When `explain` is not null, appends one line per derived value (topology ->
   // chips -> hosts -> placement -> names -> addresses).
   Response mutate(const Request& request, std::vector<std::string>* explain = nullptr) const;
 
-  // SPEC V1-V4.
+  // docs/spec.md V1-V4.
   Response validate(const Request& request) const;
 
   Response handle(Endpoint endpoint, const Request& request) const {

@@ -1,5 +1,5 @@
 #pragma once
-// The admission.k8s.io/v1 AdmissionReview envelope (SPEC Envelope).
+// The admission.k8s.io/v1 AdmissionReview envelope (docs/spec.md Envelope).
 //
 //   admission::Decoded d = admission::decode(body);
 //   admission::Response r = d.request ? handler.mutate(*d.request)

@@ -19,12 +19,12 @@ namespace admission {
 
 class StaticPodSource : public podpatch::PodSource {
  public:
-  // Records the slot an existing Pod holds (SPEC M3.3: a TPU Pod with labels ray.io/cluster,
-  // ray.io/group, replicaIndex=<group>-<n> and a TPU_WORKER_ID, not being deleted). Returns
-  // false, recording nothing, for any other object.
+  // Records the slot an existing Pod holds (docs/spec.md M3.3: a TPU Pod with labels
+  // ray.io/cluster, ray.io/group, replicaIndex=<group>-<n> and a TPU_WORKER_ID, not being deleted).
+  // Returns false, recording nothing, for any other object.
   bool add(const podpatch::json& pod);
 
-  // SPEC M3.3 over the recorded Pods; a non-dry-run placement is recorded as a new Pod.
+  // docs/spec.md M3.3 over the recorded Pods; a non-dry-run placement is recorded as a new Pod.
   using podpatch::PodSource::place;
   webhook::Result<podpatch::Slot> place(const podpatch::PlaceRequest& request) override;
 

@@ -494,7 +494,7 @@ std::string usage() {
 Usage: webhook-dryrun [flags] FILE...        (FILE "-" reads standard input)
 
 Inputs (YAML, multi-document YAML, or JSON; a v1 List of them is read item by item):
-  Pod              prints the mutated Pod (SPEC M1-M7), as the API server would store it
+  Pod              prints the mutated Pod (docs/spec.md M1-M7), as the API server stores it
   RayCluster       validates it (V1-V4), expands every worker group into the Pods KubeRay
                    would create (replicas x numOfHosts, in creation order), runs each through
                    the webhook and prints the slice table

@@ -50,12 +50,12 @@ struct LiveClusterOptions {
   // Where and how this replica writes its slot claims (ns, holder, ttl = --reservation-ttl,
   // budget = --claim-timeout). Used when watch_pods.
   ClaimStoreOptions claims;
-  // KubeRay worker Pods, for legacy placement (SPEC M3.3). Without it (--legacy-indexing=off
-  // with API access) pods() stays unsynced and answers Unavailable: give the Handler
-  // admission::DisabledPodSource instead, and keep the live Nodes and Services.
+  // KubeRay worker Pods, for legacy placement (docs/spec.md M3.3). Without it
+  // (--legacy-indexing=off with API access) pods() stays unsynced and answers Unavailable: give the
+  // Handler admission::DisabledPodSource instead, and keep the live Nodes and Services.
   bool watch_pods = true;
-  bool watch_nodes = true;     // TPU Nodes, for subslices (SPEC M4, V3)
-  bool watch_services = true;  // headless Services (SPEC Terms)
+  bool watch_nodes = true;     // TPU Nodes, for subslices (docs/spec.md M4, V3)
+  bool watch_services = true;  // headless Services (docs/spec.md Terms)
   ReflectorOptions reflector;
   Clock* clock = nullptr;      // null: the system clock; else must outlive the LiveCluster
   Logger log;                  // called from the watch threads

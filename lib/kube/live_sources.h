@@ -1,8 +1,8 @@
 #pragma once
-// The sources the Handler reads, fed by watches (issue 6 items 2 and 4): the Pod feed of the
-// SliceRegistry, TPU Nodes for subslice placement (SPEC M4, V3) and headless Services for the
-// name peers resolve (SPEC Terms). Each is a kube::Sink for its Reflector and answers the
-// Handler from any thread.
+// The sources the Handler reads, fed by the watches of docs/legacy-placement.md "What the webhook
+// watches": the Pod feed of the SliceRegistry, TPU Nodes for subslice placement (docs/spec.md M4,
+// V3) and headless Services for the name peers resolve (docs/spec.md Terms). Each is a kube::Sink
+// for its Reflector and answers the Handler from any thread.
 //
 //   kube::LiveNodeSource nodes;                          // Reflector(..., nodes, ...) feeds it
 //   std::optional<std::vector<podpatch::Labels>> n = nodes.nodes_matching(selector);

@@ -26,7 +26,8 @@
 
 namespace kube {
 
-// The label selectors of the watched objects (issue 6 item 2).
+// The label selectors of the watched objects (the table of docs/legacy-placement.md "What the
+// webhook watches").
 inline constexpr std::string_view kPodSelector =
     "ray.io/node-type=worker,app.kubernetes.io/created-by=kuberay-operator";
 inline constexpr std::string_view kNodeSelector = "cloud.google.com/gke-tpu-accelerator";

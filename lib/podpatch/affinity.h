@@ -1,5 +1,5 @@
 #pragma once
-// Pod affinity that keeps a multi-host slice's Pods together (SPEC M4).
+// Pod affinity that keeps a multi-host slice's Pods together (docs/spec.md M4).
 //
 //   std::string key = podpatch::default_topology_key(view);
 //   podpatch::merge_affinity(pod_copy, {"replicaIndex", "tpu-group-0", "my-cluster", key});

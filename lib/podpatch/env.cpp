@@ -46,7 +46,7 @@ void set_env(json& container, std::string_view name, json fields) {
   }
   json& env = container["env"];
   if (std::optional<EnvRef> e = find_env(container, name); e && !is_present(*e->entry)) {
-    json& entry = env[e->index];  // replace the not-present entry in place (SPEC Terms)
+    json& entry = env[e->index];  // replace the not-present entry in place (docs/spec.md Terms)
     entry.erase("value");
     entry.erase("valueFrom");
     for (auto& [key, value] : fields.items()) {

@@ -1,5 +1,5 @@
 #pragma once
-// A container's env list with SPEC Terms "present" semantics.
+// A container's env list with docs/spec.md Terms "present" semantics.
 //
 //   auto e = podpatch::find_env(container, "TPU_WORKER_ID");
 //   if (e && podpatch::is_present(*e->entry)) { ... }

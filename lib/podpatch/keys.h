@@ -36,7 +36,7 @@ inline constexpr std::string_view kKueueTopologyAnnotation =
     "kueue.x-k8s.io/podset-required-topology";
 inline constexpr std::string_view kSkipCheckAnnotation = "cloud.google.com/skip-tpu-webhook-check";
 
-// Environment variables (SPEC M5).
+// Environment variables (docs/spec.md M5).
 inline constexpr std::string_view kMegascaleNumSlices = "MEGASCALE_NUM_SLICES";
 inline constexpr std::string_view kMegascaleSliceId = "MEGASCALE_SLICE_ID";
 inline constexpr std::string_view kMegascaleCoordinator = "MEGASCALE_COORDINATOR_ADDRESS";

@@ -1,6 +1,6 @@
 #pragma once
-// The Pod mutation: SPEC M3's label, M4's Pod spec and M5's env, applied to a copy of the raw
-// Pod. The caller diffs the copy against the original to get the JSON Patch (M6).
+// The Pod mutation: docs/spec.md M3's label, M4's Pod spec and M5's env, applied to a copy of the
+// raw Pod. The caller diffs the copy against the original to get the JSON Patch (M6).
 //
 //   json before = podpatch::mutable_parts(view.pod());
 //   json after = before;
@@ -21,7 +21,7 @@ namespace podpatch {
 struct MutationPlan {
   const topology::Slice* slice = nullptr;
   Slot slot;
-  std::string svc;           // headless Service name (SPEC Terms)
+  std::string svc;           // headless Service name (docs/spec.md Terms)
   std::string topology_key;  // for the affinity terms (M4), used when the slice is multi-host
   topology::Ports ports;
   bool add_replica_label = false;  // M3: add replicaIndex=<group>-<replica>

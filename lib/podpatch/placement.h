@@ -1,5 +1,5 @@
 #pragma once
-// Which replica and host a worker Pod is (SPEC M3).
+// Which replica and host a worker Pod is (docs/spec.md M3).
 //
 //   auto p = podpatch::placement_from_labels(view, slice.hosts());
 //   if (!p) deny(p.error());
@@ -50,9 +50,9 @@ struct Holder {
   Slot slot;
 };
 
-// SPEC M3.3 over a group's holders: r = the lowest replica with fewer than `hosts` Pods, else the
-// lowest replica number not in use; h = the lowest host not taken in r. AlreadyExists naming both
-// Pods when two holders share a slot.
+// docs/spec.md M3.3 over a group's holders: r = the lowest replica with fewer than `hosts` Pods,
+// else the lowest replica number not in use; h = the lowest host not taken in r. AlreadyExists
+// naming both Pods when two holders share a slot.
 webhook::Result<Slot> choose_slot(std::span<const Holder> holders, int hosts,
                                   const GroupKey& key);
 

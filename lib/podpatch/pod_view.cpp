@@ -60,7 +60,8 @@ webhook::Result<int> chip_quantity(const json& q, std::string_view field) {
   return static_cast<int>(*n);
 }
 
-// Request, else limit (SPEC Terms "chips per host"); 0 when neither is set or both are zero.
+// Request, else limit (docs/spec.md Terms "chips per host"); 0 when neither is set or both are
+// zero.
 webhook::Result<int> container_chips(const json& container, std::string_view where) {
   const json* resources = member(container, "resources");
   if (webhook::Status s = check_type(resources, std::string(where) + ".resources",

@@ -25,7 +25,7 @@ namespace podpatch {
 inline constexpr std::size_t kMaxContainers = 256;
 inline constexpr std::size_t kMaxEnvEntries = 4096;
 
-// A container with a non-zero google.com/tpu request or limit (SPEC Terms "TPU container").
+// A container with a non-zero google.com/tpu request or limit (docs/spec.md Terms "TPU container").
 struct TpuContainer {
   int index = 0;          // position in spec.containers
   int chips = 0;          // the request, else the limit
@@ -49,7 +49,7 @@ struct TopologyField {
   std::string_view field;  // "annotation cloud.google.com/gke-tpu-slice-topology" or
                            // "nodeSelector cloud.google.com/gke-tpu-topology"
 };
-// SPEC Terms: annotation cloud.google.com/gke-tpu-slice-topology if present, else
+// docs/spec.md Terms "Slice": annotation cloud.google.com/gke-tpu-slice-topology if present, else
 // nodeSelector cloud.google.com/gke-tpu-topology; nullopt when neither is set.
 std::optional<TopologyField> topology_field(const json* annotations, const json* node_selector);
 

@@ -1,6 +1,7 @@
 #pragma once
-// What the webhook needs from the live cluster, behind small interfaces (DESIGN "Seams"):
-// fed by API watches in the server, by files in webhook-dryrun (--existing) and in tests.
+// What the webhook needs from the live cluster, behind small interfaces (docs/architecture.md
+// "Folders and seams"): fed by API watches in the server, by files in webhook-dryrun (--existing)
+// and in tests.
 //
 //   podpatch::GroupKey key{"default", "my-cluster", "tpu-group"};
 //   webhook::Result<podpatch::Slot> slot = pods.place(key, /*hosts=*/4, /*dry_run=*/false);
@@ -56,11 +57,11 @@ struct PlaceRequest {
   std::string uid;       // the AdmissionRequest's uid ("" outside admission)
 };
 
-// The Pods of the cluster, as far as legacy placement (SPEC M3.3) needs them.
+// The Pods of the cluster, as far as legacy placement (docs/spec.md M3.3) needs them.
 class PodSource {
  public:
   virtual ~PodSource() = default;
-  // Chooses the slot for a new Pod by SPEC M3.3 (lowest replica with a free host, then the
+  // Chooses the slot for a new Pod by docs/spec.md M3.3 (lowest replica with a free host, then the
   // lowest free host) and, unless `dry_run`, reserves it so the next call sees it taken.
   // Atomic: concurrent calls never get the same slot. AlreadyExists when two existing Pods hold
   // one slot of the group (the message names them); Unavailable when the source does not know
@@ -72,7 +73,7 @@ class PodSource {
   }
 };
 
-// TPU Nodes, as far as subslice placement (SPEC M4, V3) needs them.
+// TPU Nodes, as far as subslice placement (docs/spec.md M4, V3) needs them.
 class NodeSource {
  public:
   virtual ~NodeSource() = default;
@@ -81,7 +82,7 @@ class NodeSource {
   virtual std::optional<std::vector<Labels>> nodes_matching(const Labels& selector) = 0;
 };
 
-// Headless Services, for the name peers resolve (SPEC Terms).
+// Headless Services, for the name peers resolve (docs/spec.md Terms).
 class ServiceSource {
  public:
   virtual ~ServiceSource() = default;

@@ -1,6 +1,6 @@
 #pragma once
-// RayCluster validation (SPEC V1-V4): each TPU worker group's numOfHosts must match its topology,
-// and a subsliced group must be placeable.
+// RayCluster validation (docs/spec.md V1-V4): each TPU worker group's numOfHosts must match its
+// topology, and a subsliced group must be placeable.
 //
 //   podpatch::ClusterVerdict v = podpatch::validate_raycluster(cluster_json, nodes);
 //   if (v.denial) deny(v.denial->message);   // names the first failing group (V4)

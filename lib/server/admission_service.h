@@ -1,6 +1,6 @@
 #pragma once
-// POST /mutate and POST /validate as HTTP: the envelope checks of SPEC "Envelope", the Handler,
-// metrics and the one log line per admission. No sockets here, so tests drive it directly.
+// POST /mutate and POST /validate as HTTP: the envelope checks of docs/spec.md Envelope, the
+// Handler, metrics and the one log line per admission. No sockets here, so tests drive it directly.
 //
 //   server::AdmissionService service(handler, metrics, log, 7 << 20);
 //   server::HttpReply reply = service.serve({.method = "POST", .path = "/mutate",

@@ -10,8 +10,8 @@ constexpr std::array<int, 1> kFourChips = {4};
 constexpr std::array<int, 3> kLiteChips = {1, 4, 8};
 constexpr std::array<int, 2> kIronwoodChips = {1, 4};
 
-// reference: GKE machine types ct4p-hightpu-4t, ct5p-hightpu-4t, ct5lp-hightpu-{1,4,8}t,
-// ct6e-standard-{1,4,8}t, tpu7x-standard-{1,4}t.
+// From the GKE machine types (docs/topology.md §1): ct4p-hightpu-4t, ct5p-hightpu-4t,
+// ct5lp-hightpu-{1,4,8}t, ct6e-standard-{1,4,8}t, tpu7x-standard-{1,4}t.
 constexpr std::array<Accelerator, 6> kAccelerators = {{
     {"tpu-v4-podslice", "v4", 3, kFourChips, 1, false},
     {"tpu-v5p-slice", "v5p", 3, kFourChips, 1, false},

@@ -27,8 +27,8 @@ std::span<const Accelerator> accelerators();
 // Returns the accelerator with this exact label, or nullptr when the label is unknown.
 const Accelerator* find_accelerator(std::string_view label);
 
-// Chiplets per chip by SPEC Terms: 2 when the label is "tpu7x" or starts with "tpu7x" (also for
-// labels outside the table, as upstream does), else 1.
+// Chiplets per chip by docs/spec.md Terms "Slice": 2 when the label is "tpu7x" or starts with
+// "tpu7x" (also for labels outside the table, as upstream does), else 1.
 int chiplets_per_chip(std::string_view label);
 
 // "tpu7x" by the same prefix rule.

@@ -1,5 +1,5 @@
 #pragma once
-// The address lists a slice's processes use to find each other (reference tpu-topology.md §2).
+// The address lists a slice's processes use to find each other (docs/topology.md §2).
 //
 //   auto hosts = topology::worker_hostnames("v6e-16", 0, 4, "c-headless");
 //   topology::join(hosts);                            // TPU_WORKER_HOSTNAMES

@@ -1,5 +1,5 @@
 #pragma once
-// DNS names of a slice's hosts and of the RayCluster's headless Service (SPEC Terms).
+// DNS names of a slice's hosts and of the RayCluster's headless Service (docs/spec.md Terms).
 //
 //   auto v = topology::parse_kuberay_version("1.6");
 //   topology::headless_service_name("ray-torchtpu-cluster", *v);  // "ray-torchtpu-cluster-headless"

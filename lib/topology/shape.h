@@ -30,8 +30,8 @@ struct Shape {
   friend bool operator==(const Shape&, const Shape&) = default;
 };
 
-// Parses a topology (SPEC M2). Strict: 2 or 3 dimensions separated by a lowercase 'x', each only
-// digits and greater than 0, at most kMaxChips chips in all; no signs, spaces or other
+// Parses a topology (docs/spec.md M2). Strict: 2 or 3 dimensions separated by a lowercase 'x', each
+// only digits and greater than 0, at most kMaxChips chips in all; no signs, spaces or other
 // characters. On bad input returns InvalidArgument naming the offending token and saying what a
 // valid topology looks like.
 webhook::Result<Shape> parse_shape(std::string_view text);

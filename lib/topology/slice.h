@@ -1,6 +1,6 @@
 #pragma once
 // The facts of one TPU slice, from the accelerator label, the topology and the Pod's chips per
-// host (SPEC Terms "Slice"; reference formulas: hosts = max(chips / chips_per_host, 1)).
+// host (docs/spec.md Terms "Slice"; docs/topology.md §2: hosts = max(chips / chips_per_host, 1)).
 //
 //   auto slice = topology::Slice::create({"tpu-v6e-slice", "4x4", 4});
 //   slice->hosts();              // 4
@@ -28,11 +28,11 @@ class Slice {
  public:
   // Returns InvalidArgument for a malformed topology (naming the bad token) or a chips-per-host
   // below 1, and FailedPrecondition when chips per host neither divides the chip count nor covers
-  // it (SPEC M2).
+  // it (docs/spec.md M2).
   static webhook::Result<Slice> create(const SliceSpec& spec);
 
   const std::string& accelerator() const { return accelerator_; }
-  // nullptr when the accelerator label is outside the known table (SPEC M7 warns).
+  // nullptr when the accelerator label is outside the known table (docs/spec.md M7 warns).
   const Accelerator* known_accelerator() const { return known_; }
   const Shape& shape() const { return shape_; }
   int chips() const { return shape_.chips(); }

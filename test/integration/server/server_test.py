@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""kuberay-tpu-webhook driven as kube-apiserver drives it (issue 3 item 9), one case per run:
+"""kuberay-tpu-webhook driven as kube-apiserver drives it (docs/server.md "Tests"), one case per
+run:
 
     python3 server_test.py CASE        (CTest runs each CASE as its own test)
 
@@ -68,16 +69,16 @@ def parallel(items, fn, workers=4):
 
 @case
 def mutate_fixtures(work):
-    """Every AdmissionReview fixture of the core issue through POST /mutate over HTTPS: uid echoed,
-    the answer equal to its golden response (SPEC M1-M7, Envelope), every patch accepted by
-    kubectl patch --local. Fixtures that need existing cluster objects (<case>.cluster.yaml) or
-    legacy placement are answered as this build must: without API access it denies Pods lacking
-    KubeRay's index labels, with a message saying how to fix it."""
+    """Every AdmissionReview fixture of test/fixtures/admission/ through POST /mutate over HTTPS:
+    uid echoed, the answer equal to its golden response (docs/spec.md M1-M7, Envelope), every patch
+    accepted by kubectl patch --local. Fixtures that need existing cluster objects
+    (<case>.cluster.yaml) or legacy placement are answered as this build must: without API access it
+    denies Pods lacking KubeRay's index labels, with a message saying how to fix it."""
     certs = Certs(work)
     crt, key = certs.issue("webhook")
     files = sorted(f for f in glob.glob(os.path.join(FIXTURES, "admission", "*.json"))
                    if not f.endswith(".config.json"))
-    check(len(files) >= 40, "expected the core issue's admission fixtures, found %d" % len(files))
+    check(len(files) >= 40, "expected at least 40 admission fixtures, found %d" % len(files))
     by_config = {}
     for f in files:
         cfg_path = f[:-5] + ".config.json"
@@ -163,7 +164,7 @@ def tutorial_workers(work):
 @case
 def validate_fixtures(work):
     """Every RayCluster fixture through POST /validate: valid ones admitted, invalid ones denied
-    with code 400 and a message, each answer equal to webhook-dryrun's (SPEC V1-V4)."""
+    with code 400 and a message, each answer equal to webhook-dryrun's (docs/spec.md V1-V4)."""
     certs = Certs(work)
     crt, key = certs.issue("webhook")
     files = sorted(glob.glob(os.path.join(FIXTURES, "rayclusters", "*", "*.yaml")))
@@ -227,10 +228,10 @@ def split_response(data):
 
 @case
 def malformed_requests(work):
-    """Issue 3 item 4 over HTTPS: 404, 405, 413 (declared and chunked), 415, 400 for empty, not
-    JSON, truncated, no request; AdmissionReview denials (HTTP 200, uid echoed) whenever the uid
-    can be read, else one line of JSON with the HTTP code; the connection survives where the body
-    was read whole."""
+    """The refusals of docs/server.md "Endpoints" over HTTPS: 404, 405, 413 (declared and chunked),
+    415, 400 for empty, not JSON, truncated, no request; AdmissionReview denials (HTTP 200, uid
+    echoed) whenever the uid can be read, else one line of JSON with the HTTP code; the connection
+    survives where the body was read whole."""
     certs = Certs(work)
     crt, key = certs.issue("webhook")
     good = json.load(open(os.path.join(FIXTURES, "admission", "v5e-4x4-host2.json")))
@@ -313,7 +314,8 @@ def malformed_requests(work):
 @case
 def slow_clients(work):
     """40 clients that connect and trickle a request byte by byte hold their connections while
-    other clients are served; each is cut off once --read-timeout passes (issue 3 item 4)."""
+    other clients are served; each is cut off once --read-timeout passes (docs/server.md
+    "Connections and limits")."""
     certs = Certs(work)
     crt, key = certs.issue("webhook")
     review = make_review("--worker", "1", os.path.join(TUTORIAL, "ray-cluster.tpu-v6e-multihost.yaml"))
@@ -370,7 +372,8 @@ def slow_clients(work):
 def read_timeout_mid_request(work):
     """A request whose head or body stops arriving gets 408 once --read-timeout passes, and its
     connection is closed: the bytes the client sends later are never read as a new request, so a
-    client that trickles cannot keep a worker past one read timeout (issue 3 item 4)."""
+    client that trickles cannot keep a worker past one read timeout (docs/server.md "Connections and
+    limits")."""
     certs = Certs(work)
     crt, key = certs.issue("webhook")
     with Webhook(work, crt, key, "--read-timeout=2s") as wh:

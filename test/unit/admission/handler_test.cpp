@@ -1,5 +1,6 @@
 // The Handler's decisions beyond the fixture goldens: scope (M1, V1), legacy placement across a
-// sequence of admissions (M3.3), dry-run (DESIGN "State"), --explain, and validation wiring.
+// sequence of admissions (M3.3), dry-run (docs/architecture.md "State"), --explain, and validation
+// wiring.
 #include <catch2/catch.hpp>
 
 #include <set>

@@ -1,4 +1,4 @@
-// SPEC Envelope: AdmissionReview v1 decode/encode.
+// docs/spec.md Envelope: AdmissionReview v1 decode/encode.
 #include <catch2/catch.hpp>
 
 #include "admission/base64.h"

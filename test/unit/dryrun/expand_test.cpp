@@ -1,4 +1,4 @@
-// RayCluster -> the worker Pods KubeRay would create (reference: kuberay-worker-pod.md).
+// RayCluster -> the worker Pods KubeRay would create (docs/dryrun.md "A RayCluster").
 #include <catch2/catch.hpp>
 
 #include "dryrun/documents.h"

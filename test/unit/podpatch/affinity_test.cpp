@@ -1,5 +1,6 @@
-// lib/podpatch/affinity: SPEC M4's topologyKey choice (own terms, Kueue annotation, node pool;
-// subslices by the Nodes' host, subblock, block, node pool groups) and the merged affinity terms.
+// lib/podpatch/affinity: docs/spec.md M4's topologyKey choice (own terms, Kueue annotation, node
+// pool; subslices by the Nodes' host, subblock, block, node pool groups) and the merged affinity
+// terms.
 #include <catch2/catch.hpp>
 
 #include <string>
@@ -152,7 +153,7 @@ json expr(const std::string& key, const std::string& op, const std::string& valu
   return r;
 }
 
-// The three terms of M4 for `match`, as SPEC spells them.
+// The three terms of M4 for `match`, as docs/spec.md spells them.
 json affinity_term(const podpatch::AffinityMatch& m) {
   return {{"labelSelector",
            {{"matchExpressions",

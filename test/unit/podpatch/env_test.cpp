@@ -1,5 +1,5 @@
-// lib/podpatch/env: SPEC Terms "Env var present" (a non-empty value or a valueFrom; the last
-// entry of a name is the one Kubernetes uses) and setting a var by replacing a not-present
+// lib/podpatch/env: docs/spec.md Terms "Env var present" (a non-empty value or a valueFrom; the
+// last entry of a name is the one Kubernetes uses) and setting a var by replacing a not-present
 // entry in place (better than upstream, which appended a duplicate name).
 #include <catch2/catch.hpp>
 

@@ -1,4 +1,4 @@
-// lib/podpatch/keys.h: every name the webhook reads or writes, spelled as SPEC.md, KubeRay and
+// lib/podpatch/keys.h: every name the webhook reads or writes, spelled as docs/spec.md, KubeRay and
 // GKE spell them. A typo here would silently turn the webhook into a no-op, so each is pinned.
 #include <catch2/catch.hpp>
 
@@ -10,7 +10,7 @@
 
 namespace keys = podpatch::keys;
 
-TEST_CASE("keys: labels, annotations and resources (SPEC Terms, M3, M4)", "[podpatch][keys]") {
+TEST_CASE("keys: labels, annotations and resources (Terms, M3, M4)", "[podpatch][keys]") {
   auto [key, spelled] = GENERATE(table<std::string_view, std::string>({
       {keys::kTpuResource, "google.com/tpu"},
       {keys::kAcceleratorSelector, "cloud.google.com/gke-tpu-accelerator"},

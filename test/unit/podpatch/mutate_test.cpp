@@ -1,5 +1,5 @@
-// lib/podpatch/mutate: SPEC M3's replicaIndex label, M4's hostname, subdomain and affinity, M5's
-// env (order, values, "present" exceptions), M6 (the patch applies and re-mutating changes
+// lib/podpatch/mutate: docs/spec.md M3's replicaIndex label, M4's hostname, subdomain and affinity,
+// M5's env (order, values, "present" exceptions), M6 (the patch applies and re-mutating changes
 // nothing) and the M7 warnings about user values.
 #include <catch2/catch.hpp>
 
@@ -375,7 +375,7 @@ TEST_CASE("M4: needs_pod_dns", "[podpatch][mutate]") {
 // "Present" exceptions, one row per rule: the Pod starts with `env`; afterwards the last entry of
 // `var` must be `want` (null: absent), found at position `index` (-1: don't care), and a warning
 // containing `warning` must exist (empty: no warning at all).
-TEST_CASE("M5: each var is set only if not present, with the SPEC's exceptions",
+TEST_CASE("M5: each var is set only if not present, with the spec's exceptions",
           "[podpatch][mutate]") {
   auto [row, topo, env, var, want, index, warning] =
       GENERATE(table<std::string, std::string, json, std::string, json, int, std::string>({

@@ -1,5 +1,5 @@
-// lib/podpatch/placement: SPEC M3 (replica r, host h) from KubeRay's labels (M3.1, M3.2), from
-// the webhook's own earlier placement, and legacy placement over existing Pods (M3.3).
+// lib/podpatch/placement: docs/spec.md M3 (replica r, host h) from KubeRay's labels (M3.1, M3.2),
+// from the webhook's own earlier placement, and legacy placement over existing Pods (M3.3).
 #include <catch2/catch.hpp>
 
 #include <string>

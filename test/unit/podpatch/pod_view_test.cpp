@@ -1,6 +1,6 @@
-// lib/podpatch/pod_view: SPEC Terms "TPU container", "chips per host", the topology precedence of
-// "Slice", M4's Kueue-managed triggers, and the JSON shape checks that keep malformed Pods from
-// reaching mutate (M2-style denials that name the field).
+// lib/podpatch/pod_view: docs/spec.md Terms "TPU container", "chips per host", the topology
+// precedence of "Slice", M4's Kueue-managed triggers, and the JSON shape checks that keep malformed
+// Pods from reaching mutate (M2-style denials that name the field).
 #include <catch2/catch.hpp>
 
 #include <cstdint>
@@ -15,8 +15,8 @@ using podpatch::PodView;
 
 namespace {
 
-// A KubeRay v6e-16 worker (reference kuberay-worker-pod.md §6 (a), trimmed to what the webhook
-// reads): a TPU container first, then a sidecar without TPUs.
+// A KubeRay v6e-16 worker (test/fixtures/pods/v6e-16-multihost-worker-indexed.json, trimmed to what
+// the webhook reads): a TPU container first, then a sidecar without TPUs.
 json kuberay_worker() {
   return json::parse(R"({
     "kind": "Pod", "apiVersion": "v1",

@@ -1,5 +1,5 @@
-// lib/podpatch/sources.h: the value types behind the cluster seams. Slots and group keys order
-// the way SPEC M3.3 assigns ("lowest replica, then lowest host"), so maps keyed by them iterate
+// lib/podpatch/sources.h: the value types behind the cluster seams. Slots and group keys order the
+// way docs/spec.md M3.3 assigns ("lowest replica, then lowest host"), so maps keyed by them iterate
 // in assignment order.
 #include <catch2/catch.hpp>
 

@@ -1,4 +1,4 @@
-// lib/podpatch/validate: SPEC V1-V4, RayCluster validation with fake NodeSources.
+// lib/podpatch/validate: docs/spec.md V1-V4, RayCluster validation with fake NodeSources.
 #include <catch2/catch.hpp>
 
 #include <optional>

@@ -1,4 +1,5 @@
-// lib/server/admission_service: SPEC Envelope and issue 3 item 4 without sockets. Every failure
+// lib/server/admission_service: docs/spec.md Envelope and the refusals of docs/server.md
+// "Endpoints", without sockets. Every failure
 // is an AdmissionReview denial with the request's uid when one can be read (HTTP 200), else an
 // HTTP error with a one-line JSON Status; the log line and metrics follow each answer.
 #include <catch2/catch.hpp>
@@ -76,7 +77,7 @@ const std::string kUidPrefix =
 
 }  // namespace
 
-TEST_CASE("a worker Pod is patched through POST /mutate, uid echoed (SPEC Envelope, M6)",
+TEST_CASE("a worker Pod is patched through POST /mutate, uid echoed (Envelope, M6)",
           "[service]") {
   Fixture f;
   json review = read_fixture("admission/v5e-4x4-host2.json");
@@ -122,7 +123,7 @@ TEST_CASE("a Pod review sent to /validate is denied as the wrong kind", "[servic
              Catch::Contains(R"(denials_total{webhook="validate",reason="wrong_kind"} 1)"));
 }
 
-TEST_CASE("envelope failures with a readable uid are AdmissionReview denials (issue 3 item 4)",
+TEST_CASE("envelope failures with a readable uid are AdmissionReview denials (docs/server.md answers)",
           "[service]") {
   Fixture f;
   std::string good = read_fixture("admission/v5e-4x4-host2.json").dump();

@@ -1,5 +1,5 @@
-// lib/server/flags: every flag of issue 3 item 1, its default, and every bad flag or value as one
-// InvalidArgument line (the binary exits 2 with it).
+// lib/server/flags: every flag of docs/server.md "Flags", its default, and every bad flag or value
+// as one InvalidArgument line (the binary exits 2 with it).
 #include <catch2/catch.hpp>
 
 #include "admission/base64.h"
@@ -27,7 +27,7 @@ std::string parse_error(std::vector<std::string> args) {
 
 }  // namespace
 
-TEST_CASE("defaults match issue 3 item 1 and the Go webhook's paths", "[flags]") {
+TEST_CASE("defaults match docs/server.md and the Go webhook's paths", "[flags]") {
   server::Flags f = parse_ok({});
   CHECK(f.bind_address.text() == ":9443");
   CHECK(f.health_address.text() == ":8081");

@@ -1,4 +1,4 @@
-// lib/server/log: text (logfmt) and JSON lines with escaped values (issue 3 item 6).
+// lib/server/log: text (logfmt) and JSON lines with escaped values (docs/server.md "Logs").
 #include <catch2/catch.hpp>
 
 #include <nlohmann/json.hpp>

@@ -1,5 +1,5 @@
-// lib/server/metrics: the Prometheus text of issue 3 item 7 (names, labels, cumulative buckets).
-// The integration test runs `promtool check metrics` on a live server's output.
+// lib/server/metrics: the Prometheus text of docs/server.md "Metrics" (names, labels, cumulative
+// buckets). The integration test runs `promtool check metrics` on a live server's output.
 #include <catch2/catch.hpp>
 
 #include "server/metrics.h"

@@ -1,6 +1,6 @@
 // lib/server/tls: identities (chain, key match, no material in errors) and the watcher's reload
 // rules: kubelet's ..data symlink swap, a rename, a broken pair keeps the old identity
-// (issue 3 item 3).
+// (docs/server.md "TLS").
 #include <catch2/catch.hpp>
 
 #include <unistd.h>

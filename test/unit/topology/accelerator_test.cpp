@@ -1,5 +1,5 @@
-// lib/topology/accelerator: the generation table (reference tpu-topology.md §1) and the chiplet
-// rule of SPEC Terms "Slice".
+// lib/topology/accelerator: the generation table (docs/topology.md §1) and the chiplet rule of
+// docs/spec.md Terms "Slice".
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -59,7 +59,7 @@ TEST_CASE("accelerators() lists the six labels in the order of the GKE documenta
 }
 
 TEST_CASE("unknown labels are not in the table; the tpu7x prefix rule still gives 2 chiplets "
-          "(SPEC Terms, M7)",
+          "(Terms, M7)",
           "[topology][accelerator]") {
   auto [label, tpu7x] = GENERATE(table<std::string, bool>({
       // Outside the table but starting with "tpu7x": TPU7x, as upstream's isV7x.

@@ -1,4 +1,4 @@
-// lib/topology/addresses: the lists of SPEC M5.1-M5.3 (reference tpu-topology.md §2.6-2.8, 2.11).
+// lib/topology/addresses: the lists of docs/spec.md M5.1-M5.3 (docs/topology.md §2.6-2.8, 2.11).
 #include <catch2/catch.hpp>
 
 #include <string>

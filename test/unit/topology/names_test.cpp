@@ -1,5 +1,5 @@
-// lib/topology/names: SPEC Terms "Headless Service name" and "Host name", KubeRay's CheckName
-// (reference kuberay-worker-pod.md §4) and the --kuberay-version flag.
+// lib/topology/names: docs/spec.md Terms "Headless Service name" and "Host name", KubeRay's
+// CheckName (docs/spec.md Terms, "CheckName") and the --kuberay-version flag.
 #include <catch2/catch.hpp>
 
 #include <string>
@@ -13,10 +13,10 @@ TEST_CASE("Terms/svc: check_name is KubeRay's CheckName", "[topology][names]") {
       {"raycluster-tpu-v6e-multihost-headless-worker-svc",
        "raycluster-tpu-v6e-multihost-headless-worker-svc"},
       {std::string(50, 'a'), std::string(50, 'a')},
-      // kuberay-worker-pod.md §4: a 44-character cluster; the cut leaves '-' first -> 'r'.
+      // docs/spec.md's CheckName example: a 44-character cluster; the cut leaves '-' first -> 'r'.
       {"tpu-v6e-256-multislice-training-cluster-prd1-headless",
        "rv6e-256-multislice-training-cluster-prd1-headless"},
-      // kuberay-worker-pod.md §4: a 49-character cluster; the cut leaves '0' first -> 'r'.
+      // docs/spec.md's CheckName example: a 49-character cluster; the cut leaves '0' first -> 'r'.
       {"llama3-70b-finetune-tpu-v6e-256-multislice-prod-a-headless",
        "rb-finetune-tpu-v6e-256-multislice-prod-a-headless"},
       // The KubeRay <= 1.3 suffix on the same clusters.

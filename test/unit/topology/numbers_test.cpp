@@ -1,5 +1,5 @@
 // lib/topology/numbers.h: parse_non_negative, the strict parser behind topology dims, index
-// labels and google.com/tpu quantities (SPEC M2: digits only, no signs or spaces).
+// labels and google.com/tpu quantities (docs/spec.md M2: digits only, no signs or spaces).
 #include <catch2/catch.hpp>
 
 #include <cstdint>

@@ -1,5 +1,5 @@
-// lib/topology/shape: parse_shape, SPEC M2 "the topology must parse" and every invalid input of
-// reference tpu-topology.md §3.
+// lib/topology/shape: parse_shape, docs/spec.md M2 "the topology must parse" and every invalid
+// input of docs/topology.md §3.
 #include <catch2/catch.hpp>
 
 #include <array>
@@ -53,9 +53,9 @@ TEST_CASE("M2: a 2-D shape and its 3-D twin differ only in rank", "[topology][sh
   CHECK(three.text() == "2x4x1");
 }
 
-// Bad rows: tpu-topology.md §3, each one. `token` is what the message must name so the user can
+// Bad rows: docs/topology.md §3, each one. `token` is what the message must name so the user can
 // find the mistake; `what` is the reason.
-TEST_CASE("M2: parse_shape rejects every invalid topology of tpu-topology.md §3, naming the "
+TEST_CASE("M2: parse_shape rejects every invalid topology of docs/topology.md §3, naming the "
           "offending token",
           "[topology][shape]") {
   auto [text, token, what] = GENERATE(table<std::string, std::string, std::string>({

@@ -1,6 +1,6 @@
-// lib/topology/slice: SPEC Terms "Slice" and M2's chips-per-host rule, pinned by the worked
-// examples E1-E8 of reference tpu-topology.md §4 (with the address lists of
-// lib/topology/addresses built the way SPEC M5.2/M5.3 build them).
+// lib/topology/slice: docs/spec.md Terms "Slice" and M2's chips-per-host rule, pinned by the worked
+// examples E1-E8 of docs/topology.md §4 (with the address lists of lib/topology/addresses built
+// the way docs/spec.md M5.2/M5.3 build them).
 #include <catch2/catch.hpp>
 
 #include <string>
@@ -11,7 +11,7 @@
 
 namespace {
 
-// H<i> of §4: group "g", replica 0, RayCluster "c".
+// H<i> of docs/topology.md §4: group "g", replica 0, RayCluster "c".
 constexpr std::string_view kSvc = "c-headless";
 
 std::string h(int i) { return "g-0-" + std::to_string(i) + ".c-headless"; }
@@ -32,7 +32,7 @@ std::string slicebuilder(const topology::Slice& s) {
 
 }  // namespace
 
-TEST_CASE("Terms/Slice: worked examples E1-E8 of tpu-topology.md §4", "[topology][slice]") {
+TEST_CASE("Terms/Slice: worked examples E1-E8 of docs/topology.md §4", "[topology][slice]") {
   auto [example, accelerator, topo, per_host, chips, hosts, chiplets, devices_per_host, total,
         torch_topology, first, last] =
       GENERATE(table<std::string, std::string, std::string, int, int, int, int, int, int,
