@@ -1,5 +1,7 @@
 #include "kube/live_cluster.h"
 
+#include "base/prometheus.h"
+
 namespace kube {
 namespace {
 
@@ -95,14 +97,14 @@ const Reflector* LiveCluster::reflector(std::string_view resource) const {
 }
 
 std::string LiveCluster::metrics_text() {
+  namespace prom = webhook::prometheus;
   std::string out;
-  auto family = [&](const char* name, const char* type, const char* help,
-                    auto value) {
-    out += std::string("# HELP kuberay_tpu_webhook_kube_") + name + " " + help + "\n";
-    out += std::string("# TYPE kuberay_tpu_webhook_kube_") + name + " " + type + "\n";
+  auto family = [&](const char* name, const char* type, const char* help, auto value) {
+    std::string full = std::string("kuberay_tpu_webhook_kube_") + name;
+    prom::family(out, full, type, help);
     for (const std::unique_ptr<Reflector>& r : reflectors_) {
-      out += std::string("kuberay_tpu_webhook_kube_") + name + "{resource=\"" +
-             r->resource().name + "\"} " + std::to_string(value(*r)) + "\n";
+      prom::sample(out, full, "resource=\"" + prom::escape_label(r->resource().name) + "\"",
+                   std::to_string(value(*r)));
     }
   };
   using C = const ReflectorCounters&;
@@ -126,9 +128,9 @@ std::string LiveCluster::metrics_text() {
   SliceRegistry::Stats pods = registry_.stats();
   ClaimStore::Stats c = claims_.stats();
   auto gauge = [&](const char* name, const char* type, const char* help, std::uint64_t v) {
-    out += std::string("# HELP kuberay_tpu_webhook_legacy_") + name + " " + help + "\n";
-    out += std::string("# TYPE kuberay_tpu_webhook_legacy_") + name + " " + type + "\n";
-    out += std::string("kuberay_tpu_webhook_legacy_") + name + " " + std::to_string(v) + "\n";
+    std::string full = std::string("kuberay_tpu_webhook_legacy_") + name;
+    prom::family(out, full, type, help);
+    prom::sample(out, full, "", std::to_string(v));
   };
   gauge("pods", "gauge", "Watched Pods holding a slot of a worker group.", pods.pods);
   gauge("claim_groups", "gauge", "Worker groups whose claim Lease this replica holds in memory.",

@@ -10,6 +10,8 @@
 #include <sstream>
 #include <vector>
 
+#include "base/prometheus.h"
+
 #ifndef WEBHOOK_VERSION
 #define WEBHOOK_VERSION "0.0.0"
 #endif
@@ -19,60 +21,12 @@ namespace {
 
 constexpr std::string_view kPrefix = "kuberay_tpu_webhook_";
 
-void family(std::string& out, std::string_view name, std::string_view type,
-            std::string_view help) {
-  out += "# HELP ";
-  out += name;
-  out += ' ';
-  out += help;
-  out += "\n# TYPE ";
-  out += name;
-  out += ' ';
-  out += type;
-  out += '\n';
-}
-
 std::string full(std::string_view name) { return std::string(kPrefix) + std::string(name); }
 
-// A label value escaped per the text format: backslash, double quote and newline.
-std::string escape_label(std::string_view v) {
-  std::string out;
-  for (char c : v) {
-    if (c == '\\' || c == '"') {
-      out.push_back('\\');
-      out.push_back(c);
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out.push_back(c);
-    }
-  }
-  return out;
-}
-
-// The shortest decimal that reads back as `v` (0.00025, not 0.00025000000000000001).
-std::string number(double v) {
-  char buf[64];
-  for (int precision = 1; precision <= 17; ++precision) {
-    std::snprintf(buf, sizeof(buf), "%.*g", precision, v);
-    if (std::strtod(buf, nullptr) == v) {
-      break;
-    }
-  }
-  return buf;
-}
-
-void sample(std::string& out, std::string_view name, std::string_view labels, std::string_view value) {
-  out += name;
-  if (!labels.empty()) {
-    out += '{';
-    out += labels;
-    out += '}';
-  }
-  out += ' ';
-  out += value;
-  out += '\n';
-}
+using webhook::prometheus::escape_label;
+using webhook::prometheus::family;
+using webhook::prometheus::number;
+using webhook::prometheus::sample;
 
 // process_* metrics as Prometheus client libraries export them, from /proc/self.
 void process_metrics(std::string& out) {

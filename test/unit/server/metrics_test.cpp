@@ -2,6 +2,7 @@
 // buckets). The integration test runs `promtool check metrics` on a live server's output.
 #include <catch2/catch.hpp>
 
+#include "base/prometheus.h"
 #include "server/metrics.h"
 
 namespace {
@@ -95,4 +96,20 @@ TEST_CASE("denial reasons are bounded", "[metrics]") {
   CHECK(has_line(text, R"(kuberay_tpu_webhook_denials_total{webhook="mutate",reason="other"} 11)"));
   CHECK(text.find("reason_" + std::to_string(server::Metrics::kMaxReasons) + "\"") ==
         std::string::npos);
+}
+
+TEST_CASE("the Prometheus text writer: families, samples, escaped labels, shortest numbers",
+          "[metrics]") {
+  namespace prom = webhook::prometheus;
+  std::string out;
+  prom::family(out, "x_total", "counter", "Things.");
+  prom::sample(out, "x_total", "", "3");
+  prom::sample(out, "x_total", "name=\"" + prom::escape_label("a\"b\\c\nd") + "\"", "4");
+  CHECK(out ==
+        "# HELP x_total Things.\n# TYPE x_total counter\nx_total 3\n"
+        "x_total{name=\"a\\\"b\\\\c\\nd\"} 4\n");
+  CHECK(prom::number(0.00025) == "0.00025");
+  CHECK(prom::number(1.0) == "1");
+  CHECK(prom::number(2.5e-7) == "2.5e-07");
+  CHECK(prom::number(123456789.0) == "123456789");
 }
