@@ -582,6 +582,7 @@ webhook::Result<Slot> ClaimStore::place(const podpatch::PlaceRequest& request) {
     std::size_t pods = holders.size();
     WallTime now = clock_.wall_now();
     std::vector<Claim> live;
+    std::vector<Slot> claimed;  // slots taken by claims: two claims on one slot take it once
     for (const Claim& c : g->claims) {
       if (c.expires <= now) {
         continue;  // expired: dropped by this write
@@ -598,6 +599,12 @@ webhook::Result<Slot> ClaimStore::place(const podpatch::PlaceRequest& request) {
         ++stats_.confirmed;
         continue;
       }
+      // A replica that saw a claimed Pod come and go hands its slot out again, so the Lease
+      // can hold an old claim and a new one on one slot until the old one expires.
+      if (std::find(claimed.begin(), claimed.end(), c.slot) != claimed.end()) {
+        continue;
+      }
+      claimed.push_back(c.slot);
       holders.push_back({"(a Pod " + c.pod + " placed by webhook replica " + c.holder +
                              ", not yet seen by the Pod watch)",
                          c.slot});

@@ -202,6 +202,24 @@ TEST_CASE("A claim stops counting once the watch shows its Pod; a deleted Pod's 
   CHECK(testing::lease_claims(api).size() == 2);
 }
 
+TEST_CASE("An old and a new claim on one slot take it once for a replica that saw neither Pod") {
+  FakeApiServer api({});
+  FakeClock clock;
+  Replica a(api, clock, "webhook-a");
+  Replica b(api, clock, "webhook-b");
+  REQUIRE(a.place().value() == Slot{0, 0});
+  a.show("p0", {0, 0});  // the Pod appears in a's view, then is deleted: a reuses its slot
+  a.pods.remove("p0");
+  REQUIRE(a.place().value() == Slot{0, 0});
+  std::vector<kube::Claim> claims = testing::lease_claims(api);
+  REQUIRE(claims.size() == 2);
+  CHECK(claims[0].slot == claims[1].slot);
+  // b's watch showed neither Pod: the slot is taken, not held twice.
+  webhook::Result<Slot> s = b.place(4, /*dry_run=*/true);
+  REQUIRE(s.has_value());
+  CHECK(*s == Slot{0, 1});
+}
+
 TEST_CASE("Injected 409s and 500s are retried within the budget; a dry run writes nothing") {
   FakeApiServer api({});
   FakeClock clock;
