@@ -254,8 +254,7 @@ struct ClaimStore::Group {
   std::condition_variable turn_cv;
   bool busy = false;
   bool known = false;   // the fields below are what the API server last answered
-  bool exists = false;  // the Lease exists (else resource_version is "")
-  std::string resource_version;
+  bool exists = false;  // the Lease exists; updates carry `version`
   std::string version;  // resourceVersion of the newest state known (a deletion's too)
   std::vector<Claim> claims;
   std::set<std::string> confirmed;  // ids of claims whose Pod this replica's watch showed
@@ -394,7 +393,6 @@ webhook::Status ClaimStore::read(const GroupKey& key, Group& g, Duration timeout
   if (r->status == 404) {
     g.known = true;
     g.exists = false;
-    g.resource_version.clear();
     g.claims.clear();
     return {};
   }
@@ -415,8 +413,7 @@ webhook::Status ClaimStore::read(const GroupKey& key, Group& g, Duration timeout
   }
   g.known = true;
   g.exists = true;
-  g.resource_version = std::move(state->first);
-  g.version = g.resource_version;
+  g.version = std::move(state->first);
   g.claims = std::move(state->second);
   return {};
 }
@@ -425,7 +422,7 @@ ClaimStore::Write ClaimStore::write(const GroupKey& key, Group& g, std::vector<C
                                     Duration timeout) {
   std::string name = claim_object_name(key);
   bool create = !g.exists;
-  std::string body = lease_json(key, claims, create ? "" : g.resource_version);
+  std::string body = lease_json(key, claims, create ? "" : g.version);
   {
     std::lock_guard lock(mu_);
     ++stats_.writes;
@@ -444,8 +441,7 @@ ClaimStore::Write ClaimStore::write(const GroupKey& key, Group& g, std::vector<C
     if (state && !state->first.empty()) {
       g.known = true;
       g.exists = true;
-      g.resource_version = std::move(state->first);
-      g.version = g.resource_version;
+      g.version = std::move(state->first);
       g.claims = std::move(claims);
     }
     return {Write::Outcome::kWritten, ""};
@@ -458,7 +454,6 @@ ClaimStore::Write ClaimStore::write(const GroupKey& key, Group& g, std::vector<C
   if (r->status == 404) {
     g.known = true;
     g.exists = false;
-    g.resource_version.clear();
     g.claims.clear();
     return {Write::Outcome::kGone, ""};
   }
@@ -773,7 +768,6 @@ void ClaimStore::adopt_watched(Group& g) {
     g.known = true;
     g.exists = g.watched_exists;
     g.version = g.watched_version;
-    g.resource_version = g.exists ? g.watched_version : "";
     g.claims = g.exists ? g.watched_claims : std::vector<Claim>{};
   }
   std::lock_guard stats(mu_);

@@ -137,7 +137,7 @@ TEST_CASE("The webhook's namespace: POD_NAMESPACE, else the service account's fi
   CHECK(kube::replica_identity(env) == "kuberay-tpu-webhook-7d9f-abcde");
 }
 
-TEST_CASE("Three replicas placing 64 Pods of one group concurrently give every slot once") {
+TEST_CASE("M3.3: three replicas placing 64 Pods of one group concurrently give every slot once") {
   FakeApiServer api({});
   kube::SystemClock clock;
   std::vector<std::unique_ptr<Replica>> replicas;
@@ -184,7 +184,7 @@ TEST_CASE("Three replicas placing 64 Pods of one group concurrently give every s
   CHECK(api.write_attempts("leases") == static_cast<int>(64 + conflicts));
 }
 
-TEST_CASE("A claim stops counting once the watch shows its Pod; a deleted Pod's slot is reused") {
+TEST_CASE("M3.3: a claim stops counting once the watch shows its Pod; a deleted Pod's slot is reused") {
   FakeApiServer api({});
   FakeClock clock;
   Replica a(api, clock, "webhook-a");
@@ -202,7 +202,7 @@ TEST_CASE("A claim stops counting once the watch shows its Pod; a deleted Pod's 
   CHECK(testing::lease_claims(api).size() == 2);
 }
 
-TEST_CASE("An old and a new claim on one slot take it once for a replica that saw neither Pod") {
+TEST_CASE("M3.3: an old and a new claim on one slot take it once for a replica that saw neither Pod") {
   FakeApiServer api({});
   FakeClock clock;
   Replica a(api, clock, "webhook-a");
@@ -220,7 +220,7 @@ TEST_CASE("An old and a new claim on one slot take it once for a replica that sa
   CHECK(*s == Slot{0, 1});
 }
 
-TEST_CASE("Injected 409s and 500s are retried within the budget; a dry run writes nothing") {
+TEST_CASE("M3.3: injected 409s and 500s are retried within the budget; a dry run writes nothing") {
   FakeApiServer api({});
   FakeClock clock;
   Replica a(api, clock, "webhook-a");
@@ -239,7 +239,7 @@ TEST_CASE("Injected 409s and 500s are retried within the budget; a dry run write
   CHECK(testing::lease_claims(api).size() == 2);
 }
 
-TEST_CASE("When no claim can be written within the budget, the denial is retryable and says why") {
+TEST_CASE("M3.3: when no claim can be written within the budget, the denial is retryable and says why") {
   FakeApiServer api({});
   FakeClock clock;
   kube::ClaimStoreOptions o;
@@ -284,7 +284,7 @@ TEST_CASE("When no claim can be written within the budget, the denial is retryab
   CHECK(api.writes("leases") <= 2);
 }
 
-TEST_CASE("A slow API: a 2 s write inside a 3 s budget places the Pod") {
+TEST_CASE("M3.3: a slow API: a 2 s write inside a 3 s budget places the Pod") {
   FakeApiServer api({});
   kube::SystemClock clock;
   kube::ClaimStoreOptions o;
@@ -298,7 +298,7 @@ TEST_CASE("A slow API: a 2 s write inside a 3 s budget places the Pod") {
   api.set_write_delay(std::chrono::milliseconds(0));
 }
 
-TEST_CASE("A replica whose Pod watch is down or not yet synced denies instead of guessing") {
+TEST_CASE("M3.3: a replica whose Pod watch is down or not yet synced denies instead of guessing") {
   FakeApiServer api({});
   FakeClock clock;
   Replica a(api, clock, "webhook-a");
@@ -322,7 +322,7 @@ TEST_CASE("A replica whose Pod watch is down or not yet synced denies instead of
   CHECK_THAT(starting.error().message, Catch::Contains("is starting"));
 }
 
-TEST_CASE("A Lease holding undecodable claims denies its group until the janitor deletes it") {
+TEST_CASE("M3.3: a Lease holding undecodable claims denies its group until the janitor deletes it") {
   FakeApiServer api({});
   FakeClock clock;
   Replica a(api, clock, "webhook-a");
@@ -347,7 +347,7 @@ TEST_CASE("A Lease holding undecodable claims denies its group until the janitor
   CHECK(a.place().value() == Slot{0, 0});
 }
 
-TEST_CASE("A group with too many open claims is refused until they expire") {
+TEST_CASE("M3.3: a group with too many open claims is refused until they expire") {
   FakeApiServer api({});
   FakeClock clock;
   kube::ClaimStoreOptions o;
@@ -365,7 +365,7 @@ TEST_CASE("A group with too many open claims is refused until they expire") {
   CHECK(testing::lease_claims(api).size() == 1);  // the write dropped the expired ones
 }
 
-TEST_CASE("The janitor of one replica cleans up after another that died") {
+TEST_CASE("M3.3: the janitor of one replica cleans up after another that died") {
   FakeApiServer api({});
   FakeClock clock;
   auto dead = std::make_unique<Replica>(api, clock, "webhook-dead");

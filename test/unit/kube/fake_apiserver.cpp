@@ -1203,6 +1203,27 @@ FakeApiServer::Reply FakeApiServer::create_locked(const std::string& resource,
   return store_new_locked(resource, ns, std::move(object));
 }
 
+// The checks an update (PUT or the result of a PATCH) passes before it is stored: a
+// resourceVersion where the resource requires one, equal to the stored one; a valid Lease.
+FakeApiServer::Reply FakeApiServer::checked_update_locked(const std::string& resource,
+                                                         bool unconditional, json& stored,
+                                                         const std::string& name, json object) {
+  std::string rv = meta_string(object, "resourceVersion");
+  if (rv.empty() && !unconditional) {
+    return invalid(resource, qualified(resource), name, "metadata.resourceVersion",
+                   "FieldValueInvalid", "Invalid value: 0x0: must be specified for an update");
+  }
+  if (!rv.empty() && rv != meta_string(stored, "resourceVersion")) {
+    return conflict(resource, name, kOptimisticLock);
+  }
+  if (resource == "leases") {
+    if (std::optional<Reply> r = validate_lease(object, name)) {
+      return *r;
+    }
+  }
+  return commit_update_locked(resource, stored, std::move(object));
+}
+
 FakeApiServer::Reply FakeApiServer::commit_update_locked(const std::string& resource,
                                                          json& stored, json object) {
   json& md = object["metadata"];
@@ -1246,7 +1267,6 @@ FakeApiServer::Reply FakeApiServer::replace_locked(const std::string& resource,
   }
   object["metadata"]["namespace"] = ns;
   std::string uid = meta_string(object, "uid");
-  std::string rv = meta_string(object, "resourceVersion");
   auto& objects = objects_[resource];
   auto it = objects.find(key_of(ns, name));
   if (it == objects.end()) {
@@ -1275,19 +1295,8 @@ FakeApiServer::Reply FakeApiServer::replace_locked(const std::string& resource,
                     "Precondition failed: UID in precondition: " + uid +
                         ", UID in object meta: " + stored_uid);
   }
-  if (rv.empty() && !info.unconditional_update) {
-    return invalid(resource, qualified(resource), name, "metadata.resourceVersion",
-                   "FieldValueInvalid", "Invalid value: 0x0: must be specified for an update");
-  }
-  if (!rv.empty() && rv != meta_string(it->second, "resourceVersion")) {
-    return conflict(resource, name, kOptimisticLock);
-  }
-  if (resource == "leases") {
-    if (std::optional<Reply> r = validate_lease(object, name)) {
-      return *r;
-    }
-  }
-  return commit_update_locked(resource, it->second, std::move(object));
+  return checked_update_locked(resource, info.unconditional_update, it->second, name,
+                               std::move(object));
 }
 
 FakeApiServer::Reply FakeApiServer::patch_locked(const std::string& resource,
@@ -1343,20 +1352,8 @@ FakeApiServer::Reply FakeApiServer::patch_locked(const std::string& resource,
                    "FieldValueInvalid", "Invalid value: " + json(uid).dump() +
                                             ": field is immutable");
   }
-  std::string rv = meta_string(object, "resourceVersion");
-  if (rv.empty() && !info.unconditional_update) {
-    return invalid(resource, qualified(resource), name, "metadata.resourceVersion",
-                   "FieldValueInvalid", "Invalid value: 0x0: must be specified for an update");
-  }
-  if (!rv.empty() && rv != meta_string(it->second, "resourceVersion")) {
-    return conflict(resource, name, kOptimisticLock);
-  }
-  if (resource == "leases") {
-    if (std::optional<Reply> r = validate_lease(object, name)) {
-      return *r;
-    }
-  }
-  return commit_update_locked(resource, it->second, std::move(object));
+  return checked_update_locked(resource, info.unconditional_update, it->second, name,
+                               std::move(object));
 }
 
 FakeApiServer::Reply FakeApiServer::delete_locked(const std::string& resource,

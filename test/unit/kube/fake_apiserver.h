@@ -176,6 +176,9 @@ class FakeApiServer {
                       const std::string& name, const std::string& body);
   // Stores `object` (already checked) as the new state of an existing object: a new
   // resourceVersion and a MODIFIED event, or nothing when it is unchanged.
+  Reply checked_update_locked(const std::string& resource, bool unconditional,
+                              nlohmann::json& stored, const std::string& name,
+                              nlohmann::json object);
   Reply commit_update_locked(const std::string& resource, nlohmann::json& stored,
                              nlohmann::json object);
   Reply store_new_locked(const std::string& resource, const std::string& ns,

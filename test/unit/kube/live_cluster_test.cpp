@@ -47,6 +47,12 @@ Slot slot_of(const admission::Response& r) {
   return r.placement->slot;
 }
 
+// Until the first Pod list is read and the Pod watch is established.
+void wait_watching(const Live& live) {
+  REQUIRE(eventually([&] { return live.cluster->pods_synced(); }));
+  REQUIRE(eventually([&] { return live.counters().watches.load() > 0; }));
+}
+
 // Admits and then creates the Pod in the fake cluster, as kube-apiserver would.
 json admit_and_create(const Live& live, FakeApiServer& api, const json& pod) {
   admission::Response r = live.admit(pod);
@@ -58,7 +64,7 @@ json admit_and_create(const Live& live, FakeApiServer& api, const json& pod) {
 
 }  // namespace
 
-TEST_CASE("64 label-less Pods admitted concurrently for 4 replicas x 16 hosts get every slot once") {
+TEST_CASE("M3.3: 64 label-less Pods admitted concurrently for 4 replicas x 16 hosts get every slot once") {
   FakeApiServer api({});
   FakeClock clock;
   Live live(api, clock);
@@ -136,14 +142,11 @@ TEST_CASE("A deleted Pod's slot is reused; a dry run reserves nothing") {
   CHECK(slot_of(live.admit(pod)) == Slot{2, 0});
 }
 
-TEST_CASE("A claim whose Pod never appears expires after the TTL; the janitor deletes the Lease") {
+TEST_CASE("M3.3: a claim whose Pod never appears expires after the TTL; the janitor deletes the Lease") {
   FakeApiServer api({});
   FakeClock clock;
-  kube::LiveClusterOptions options = testing::test_options(clock);
-  options.claims.ttl = std::chrono::seconds(10);
-  Live live(api, options);
-  REQUIRE(eventually([&] { return live.cluster->pods_synced(); }));
-  REQUIRE(eventually([&] { return live.counters().watches.load() > 0; }));
+  Live live(api, clock);  // claims live 10 s
+  wait_watching(live);
   json pod = testing::worker_pod("rc", "tpu-group", "4x4");
   CHECK(slot_of(live.admit(pod)) == Slot{0, 0});  // refused later by another webhook: never created
   CHECK(slot_of(live.admit(pod)) == Slot{0, 1});
@@ -160,14 +163,11 @@ TEST_CASE("A claim whose Pod never appears expires after the TTL; the janitor de
   CHECK(testing::lease_claims(api).size() == 1);
 }
 
-TEST_CASE("The janitor drops expired claims from a Lease that still holds live ones") {
+TEST_CASE("M3.3: the janitor drops expired claims from a Lease that still holds live ones") {
   FakeApiServer api({});
   FakeClock clock;
-  kube::LiveClusterOptions options = testing::test_options(clock);
-  options.claims.ttl = std::chrono::seconds(10);
-  Live live(api, options);
-  REQUIRE(eventually([&] { return live.cluster->pods_synced(); }));
-  REQUIRE(eventually([&] { return live.counters().watches.load() > 0; }));
+  Live live(api, clock);  // claims live 10 s
+  wait_watching(live);
   json pod = testing::worker_pod("rc", "tpu-group", "4x4");
   CHECK(slot_of(live.admit(pod)) == Slot{0, 0});
   clock.advance(std::chrono::seconds(6));

@@ -44,6 +44,20 @@ TEST_CASE("defaults match docs/server.md and the Go webhook's paths", "[flags]")
   CHECK(f.handler.ports.megascale_base == 8081);
   CHECK(f.handler.ports.device_plugin == 2112);
   CHECK(f.handler.kuberay.text() == "1.6");
+  CHECK(f.claim_timeout == 3s);
+  CHECK(f.namespace_name.empty());
+}
+
+TEST_CASE("M3.3: the slot-claim flags: --claim-timeout and --namespace", "[flags]") {
+  server::Flags f = parse_ok({"--claim-timeout=2500ms", "--namespace=ray"});
+  CHECK(f.claim_timeout == 2500ms);
+  CHECK(f.namespace_name == "ray");
+  CHECK(parse_ok({"--claim-timeout=30s"}).claim_timeout == 30s);
+  std::string help = server::usage();
+  CHECK_THAT(help, Catch::Contains("--claim-timeout=DURATION") &&
+                       Catch::Contains("POD_NAMESPACE") &&
+                       Catch::Contains("/var/run/secrets/kubernetes.io/serviceaccount/namespace") &&
+                       Catch::Contains("POD_NAME"));
 }
 
 TEST_CASE("every flag is read in Go's forms", "[flags]") {
@@ -107,6 +121,10 @@ TEST_CASE("bad flags and values are one line naming the flag", "[flags]") {
       {{"--legacy-indexing=maybe"}, "expected auto, on or off"},
       {{"--reservation-ttl=10"}, "missing unit"},
       {{"--reservation-ttl=0s"}, "must be more than 0"},
+      {{"--claim-timeout=3"}, "missing unit"},
+      {{"--claim-timeout=0s"}, "must be more than 0 and at most 30s"},
+      {{"--claim-timeout=31s"}, "must be more than 0 and at most 30s"},
+      {{"--namespace"}, "--namespace needs a value"},
       {{"--read-timeout=-1s"}, "no sign"},
       {{"--read-timeout=5parsecs"}, "unknown unit"},
       {{"--read-timeout=1h"}, "at most 600s"},
