@@ -19,7 +19,7 @@
 #include "admission/review.h"
 #include "dryrun/documents.h"
 #include "dryrun/expand.h"
-#include "topology/numbers.h"
+#include "base/text/numbers.h"
 
 namespace {
 
@@ -73,7 +73,7 @@ int main(int argc, char** argv) {
     const std::string& a = args[i];
     auto next = [&]() -> std::string { return i + 1 < args.size() ? args[++i] : ""; };
     if (a == "--worker") {
-      auto n = topology::parse_non_negative(next(), 100000);
+      auto n = webhook::parse_non_negative(next(), 100000);
       if (!n) {
         return fail("--worker needs a Pod number (0 is the first worker Pod)");
       }
@@ -112,7 +112,7 @@ int main(int argc, char** argv) {
   json pod_kind = {{"group", ""}, {"version", "v1"}, {"kind", "Pod"}};
   json pod_resource = {{"group", ""}, {"version", "v1"}, {"resource", "pods"}};
   if (kind == "Pod") {
-    std::cout << admission::dump_json(review(o, object, pod_kind, pod_resource, "")) << "\n";
+    std::cout << webhook::dump_json(review(o, object, pod_kind, pod_resource, "")) << "\n";
     return 0;
   }
   if (kind != "RayCluster") {
@@ -122,7 +122,7 @@ int main(int argc, char** argv) {
     json rc_kind = {{"group", "ray.io"}, {"version", "v1"}, {"kind", "RayCluster"}};
     json rc_resource = {{"group", "ray.io"}, {"version", "v1"}, {"resource", "rayclusters"}};
     std::string name = object["metadata"].value("name", "");
-    std::cout << admission::dump_json(review(o, object, rc_kind, rc_resource, name)) << "\n";
+    std::cout << webhook::dump_json(review(o, object, rc_kind, rc_resource, name)) << "\n";
     return 0;
   }
   dryrun::ExpandOptions eo;
@@ -137,6 +137,6 @@ int main(int argc, char** argv) {
                 std::to_string(pods->size()) + " worker Pod(s)");
   }
   const json& pod = (*pods)[static_cast<std::size_t>(o.worker)].pod;
-  std::cout << admission::dump_json(review(o, pod, pod_kind, pod_resource, "")) << "\n";
+  std::cout << webhook::dump_json(review(o, pod, pod_kind, pod_resource, "")) << "\n";
   return 0;
 }

@@ -1,6 +1,6 @@
 #include "admission/handler.h"
 
-#include "base/text.h"
+#include "base/text/text.h"
 #include "podpatch/affinity.h"
 #include "podpatch/keys.h"
 #include "podpatch/mutate.h"
@@ -21,14 +21,14 @@ using podpatch::PodView;
 // How denial messages name a Pod: its name, else generateName (KubeRay's Pods have no name
 // yet), and namespace; read from the raw object when the Pod could not be viewed.
 std::string pod_id(const Request& req, const PodView* view) {
-  const json* md = podpatch::member(req.object, "metadata");
+  const json* md = webhook::member(req.object, "metadata");
   std::string name = view != nullptr ? view->display_name() : "";
   if (name.empty()) {
-    auto n = podpatch::string_member(md, "name");
-    auto g = podpatch::string_member(md, "generateName");
+    auto n = webhook::string_member(md, "name");
+    auto g = webhook::string_member(md, "generateName");
     name = n && !n->empty() ? std::string(*n) : g && !g->empty() ? std::string(*g) : req.name;
   }
-  std::string ns = req.ns.empty() ? std::string(podpatch::string_member(md, "namespace").value_or(""))
+  std::string ns = req.ns.empty() ? std::string(webhook::string_member(md, "namespace").value_or(""))
                                   : req.ns;
   return "Pod " + webhook::quote(name.empty() ? "(no name)" : name) +
          (ns.empty() ? "" : " in namespace " + webhook::quote(ns)) + ": ";
@@ -261,12 +261,12 @@ Response Handler::mutate(const Request& req, std::vector<std::string>* explain) 
     }
     for (const podpatch::TpuContainer& t : view->tpu_containers()) {
       notes.add("container " + webhook::quote(t.name) + ":");
-      if (const json* env = podpatch::member(mutated["spec"]["containers"][static_cast<std::size_t>(t.index)], "env")) {
+      if (const json* env = webhook::member(mutated["spec"]["containers"][static_cast<std::size_t>(t.index)], "env")) {
         for (const json& e : *env) {
-          std::string_view name = podpatch::string_member(&e, "name").value_or("");
+          std::string_view name = webhook::string_member(&e, "name").value_or("");
           if (name.starts_with("TPU_") || name.starts_with("TORCH_TPU_") ||
               name.starts_with("MEGASCALE_")) {
-            const json* v = podpatch::member(e, "value");
+            const json* v = webhook::member(e, "value");
             notes.add("  " + std::string(name) + "=" +
                       (v != nullptr && v->is_string() ? v->get<std::string>()
                                                       : "(valueFrom)"));
@@ -305,9 +305,9 @@ Response Handler::validate(const Request& req) const {
   // RayCluster being deleted is not blocked: denying it could keep a cluster admitted before
   // this webhook from ever being cleaned up.
   if (req.operation == "UPDATE") {
-    const json* deleting = podpatch::member(req.object, "metadata", "deletionTimestamp");
-    const json* spec = podpatch::member(req.object, "spec");
-    const json* old_spec = podpatch::member(req.old_object, "spec");
+    const json* deleting = webhook::member(req.object, "metadata", "deletionTimestamp");
+    const json* spec = webhook::member(req.object, "spec");
+    const json* old_spec = webhook::member(req.old_object, "spec");
     if ((deleting != nullptr && !deleting->is_null()) ||
         (spec != nullptr && old_spec != nullptr && *spec == *old_spec)) {
       return allowed(req.uid);

@@ -1,13 +1,14 @@
 #include "admission/review.h"
 
-#include "admission/base64.h"
-#include "podpatch/json_access.h"
+#include "base/encoding/base64.h"
+#include "base/json/access.h"
 
 namespace admission {
+
+using webhook::member;
+using webhook::string_member;
 namespace {
 
-using podpatch::member;
-using podpatch::string_member;
 
 constexpr std::string_view kApiVersion = "admission.k8s.io/v1";
 
@@ -140,7 +141,7 @@ json to_json(const Response& response) {
   json out = {{"uid", response.uid}, {"allowed", response.allowed}};
   if (response.patch.is_array() && !response.patch.empty()) {
     out["patchType"] = "JSONPatch";
-    out["patch"] = base64_encode(dump_json(response.patch));
+    out["patch"] = webhook::base64_encode(webhook::dump_json(response.patch));
   }
   if (!response.allowed) {
     out["status"] = {{"code", response.code}, {"message", response.message}};
@@ -158,29 +159,25 @@ std::string encode(const Response& response) {
   std::string out;
   out.reserve(4096 + response.message.size());
   out += R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":)";
-  out += dump_json(json(response.uid));
+  out += webhook::dump_json(json(response.uid));
   out += response.allowed ? R"(,"allowed":true)" : R"(,"allowed":false)";
   if (response.patch.is_array() && !response.patch.empty()) {
     out += R"(,"patchType":"JSONPatch","patch":")";
-    out += base64_encode(dump_json(response.patch));
+    out += webhook::base64_encode(webhook::dump_json(response.patch));
     out += '"';
   }
   if (!response.allowed) {
     out += R"(,"status":{"code":)" + std::to_string(response.code) + R"(,"message":)";
-    out += dump_json(json(response.message));
+    out += webhook::dump_json(json(response.message));
     out += '}';
   }
   if (!response.warnings.empty()) {
     out += R"(,"warnings":)";
-    out += dump_json(json(response.warnings));
+    out += webhook::dump_json(json(response.warnings));
   }
   out += "}}";
   return out;
 }
 
-std::string dump_json(const json& value, int indent) {
-  // Strings from YAML input may hold invalid UTF-8: replace it rather than throw.
-  return podpatch::dump_safe(value, indent);
-}
 
 }  // namespace admission

@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "base/result.h"
+#include "base/status/result.h"
 #include "podpatch/placement.h"
 
 namespace admission {
@@ -75,7 +75,5 @@ std::string encode(const Response& response);
 // The same response as a json value (for printing by the CLI).
 json to_json(const Response& response);
 
-// Serializes without throwing: invalid UTF-8 in strings becomes U+FFFD. indent -1 is compact.
-std::string dump_json(const json& value, int indent = -1);
 
 }  // namespace admission

@@ -1,3 +1,4 @@
+#include "base/json/access.h"
 #include "admission/static_sources.h"
 
 #include "podpatch/keys.h"
@@ -5,9 +6,10 @@
 
 namespace admission {
 
+using webhook::member;
+using webhook::string_member;
+
 using podpatch::json;
-using podpatch::member;
-using podpatch::string_member;
 
 bool StaticPodSource::add(const json& pod) {
   webhook::Result<podpatch::PodView> view = podpatch::PodView::create(pod);

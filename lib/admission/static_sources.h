@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "podpatch/json_access.h"
+#include "base/json/access.h"
 #include "podpatch/placement.h"
 #include "podpatch/sources.h"
 

@@ -12,15 +12,16 @@
 #include "dryrun/documents.h"
 #include "dryrun/expand.h"
 #include "dryrun/output.h"
-#include "podpatch/json_access.h"
+#include "base/json/access.h"
 #include "podpatch/pod_view.h"
-#include "topology/numbers.h"
+#include "base/text/numbers.h"
 
 namespace dryrun {
+
+using webhook::member;
+using webhook::string_member;
 namespace {
 
-using podpatch::member;
-using podpatch::string_member;
 
 constexpr std::size_t kMaxInputBytes = 64 << 20;
 
@@ -43,7 +44,7 @@ template <class T>
 using Parsed = std::variant<T, Failure>;
 
 std::optional<int> port_value(std::string_view text) {
-  std::optional<std::int64_t> n = topology::parse_non_negative(text, 65535);
+  std::optional<std::int64_t> n = webhook::parse_non_negative(text, 65535);
   if (!n || *n == 0) {
     return std::nullopt;
   }
@@ -291,7 +292,7 @@ std::optional<Failure> check_item(const Item& item, const Options& o) {
     return std::nullopt;
   }
   if (item.kind == "AdmissionReview") {
-    admission::Decoded d = admission::decode(admission::dump_json(item.object));
+    admission::Decoded d = admission::decode(webhook::dump_json(item.object));
     if (!d.request && d.uid.empty()) {
       return Failure{item.where + ": " + d.error.message};
     }
@@ -353,7 +354,7 @@ class Runner {
   // -o json, or YAML (documents after the first separated by ---).
   void print_object(const json& value, const std::string& format) {
     if (format == "json") {
-      io_.out << admission::dump_json(value, 2) << "\n";
+      io_.out << webhook::dump_json(value, 2) << "\n";
       return;
     }
     if (printed_yaml_) {
@@ -371,7 +372,7 @@ class Runner {
     print_explain(notes, item.where + " (Pod " + podpatch_name(req.object) + ")");
     print_warnings(r);
     if (out == "review") {
-      io_.out << admission::dump_json(admission::to_json(r), 2) << "\n";
+      io_.out << webhook::dump_json(admission::to_json(r), 2) << "\n";
       return r.allowed ? kExitAdmitted : kExitDenied;
     }
     if (!r.allowed) {
@@ -380,7 +381,7 @@ class Runner {
     }
     json patch = r.patch.is_array() ? r.patch : json::array();
     if (out == "patch") {
-      io_.out << admission::dump_json(patch, 2) << "\n";
+      io_.out << webhook::dump_json(patch, 2) << "\n";
       return kExitAdmitted;
     }
     json mutated = req.object.patch(patch);
@@ -402,7 +403,7 @@ class Runner {
     admission::Response verdict = handler_.validate(req);
     print_warnings(verdict);
     if (out == "review") {
-      io_.out << admission::dump_json(admission::to_json(verdict), 2) << "\n";
+      io_.out << webhook::dump_json(admission::to_json(verdict), 2) << "\n";
       return verdict.allowed ? kExitAdmitted : kExitDenied;
     }
     if (!verdict.allowed) {
@@ -452,7 +453,7 @@ class Runner {
   }
 
   Parsed<int> run_review(Item& item) {
-    std::string text = admission::dump_json(item.object);
+    std::string text = webhook::dump_json(item.object);
     admission::Decoded d = admission::decode(text);
     admission::Response r;
     if (!d.request) {  // check_item made sure the uid is readable
@@ -465,7 +466,7 @@ class Runner {
       print_explain(notes, item.where);
     }
     print_warnings(r);
-    io_.out << admission::dump_json(admission::to_json(r), 2) << "\n";
+    io_.out << webhook::dump_json(admission::to_json(r), 2) << "\n";
     return r.allowed ? kExitAdmitted : kExitDenied;
   }
 

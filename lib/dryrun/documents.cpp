@@ -194,7 +194,7 @@ class JsonBuilder : public YAML::EventHandler {
         fail(mark, "a map key is not a plain string; Kubernetes objects use string keys",
              webhook::ErrorCode::kInvalidArgument);
       }
-      parent.key = value.is_string() ? value.get<std::string>() : podpatch::dump_safe(value);
+      parent.key = value.is_string() ? value.get<std::string>() : webhook::dump_json(value);
       return;
     }
     parent.value[*parent.key] = std::move(value);

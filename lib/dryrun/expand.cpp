@@ -3,16 +3,17 @@
 #include <algorithm>
 #include <cctype>
 
-#include "podpatch/json_access.h"
+#include "base/json/access.h"
 #include "podpatch/keys.h"
 #include "topology/names.h"
 
 namespace dryrun {
+
+using webhook::member;
+using webhook::string_member;
 namespace {
 
 namespace keys = podpatch::keys;
-using podpatch::member;
-using podpatch::string_member;
 
 int int_member(const json& obj, std::string_view key, int fallback) {
   const json* v = member(obj, key);
@@ -72,7 +73,7 @@ json shape_ray_container(json& c, const std::string& fqdn, const std::string& he
   std::string address = fqdn + ":6379";
   std::string tpus;
   if (const json* q = member(c, "resources", "limits", keys::kTpuResource)) {
-    tpus = q->is_string() ? q->get<std::string>() : podpatch::dump_safe(*q);
+    tpus = q->is_string() ? q->get<std::string>() : webhook::dump_json(*q);
   }
   std::string start = "ray start  --address=" + address + "  --block  --metrics-export-port=8080" +
                       (tpus.empty() ? "" : "  --resources='{\"TPU\":" + tpus + "}'") + " ";

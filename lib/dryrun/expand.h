@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "base/result.h"
+#include "base/status/result.h"
 #include "podpatch/sources.h"
 
 namespace dryrun {

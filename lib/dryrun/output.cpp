@@ -61,7 +61,7 @@ void emit(YAML::Emitter& out, const json& v) {
       out << v.get<std::uint64_t>();
       return;
     case json::value_t::number_float:
-      out << podpatch::dump_safe(v);
+      out << webhook::dump_json(v);
       return;
     default:
       out << YAML::Null;
@@ -123,13 +123,13 @@ std::string format_table(const std::vector<TableRow>& rows) {
     for (const std::string& id : env.worker_ids) {
       ids += (ids.empty() ? "" : ",") + id;
     }
-    const json* spec = podpatch::member(r.pod, "spec");
-    std::string hostname(podpatch::string_member(spec, "hostname").value_or("-"));
-    if (auto sub = podpatch::string_member(spec, "subdomain"); sub && hostname != "-") {
+    const json* spec = webhook::member(r.pod, "spec");
+    std::string hostname(webhook::string_member(spec, "hostname").value_or("-"));
+    if (auto sub = webhook::string_member(spec, "subdomain"); sub && hostname != "-") {
       hostname += '.';
       hostname += *sub;
     }
-    std::string gen(podpatch::string_member(podpatch::member(r.pod, "metadata"), "generateName")
+    std::string gen(webhook::string_member(webhook::member(r.pod, "metadata"), "generateName")
                         .value_or("-"));
     cells.push_back({std::to_string(r.ordinal), gen, r.group, std::to_string(r.slot.replica),
                      std::to_string(r.slot.host), ids.empty() ? "-" : ids, hostname, env.tpu_name,

@@ -27,7 +27,7 @@
 #include <string_view>
 #include <vector>
 
-#include "base/result.h"
+#include "base/status/result.h"
 #include "kube/clock.h"
 #include "kube/config.h"
 

@@ -40,7 +40,7 @@
 #include <string_view>
 #include <vector>
 
-#include "base/result.h"
+#include "base/status/result.h"
 #include "kube/api_client.h"
 #include "kube/clock.h"
 #include "kube/log.h"

@@ -13,8 +13,8 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "admission/base64.h"
-#include "base/text.h"
+#include "base/encoding/base64.h"
+#include "base/text/text.h"
 
 namespace kube {
 namespace {
@@ -85,7 +85,7 @@ webhook::Result<std::string> data_or_file(const YAML::Node& map, const char* dat
                                           const std::string& where) {
   std::string data = scalar(map, data_key);
   if (!data.empty()) {
-    std::optional<std::string> decoded = admission::base64_decode(strip_space(data));
+    std::optional<std::string> decoded = webhook::base64_decode(strip_space(data));
     if (!decoded) {
       return webhook::invalid_argument(where + ": " + data_key + " is not valid base64");
     }

@@ -20,7 +20,7 @@
 #include <string>
 #include <string_view>
 
-#include "base/result.h"
+#include "base/status/result.h"
 
 namespace kube {
 

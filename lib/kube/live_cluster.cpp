@@ -1,6 +1,6 @@
 #include "kube/live_cluster.h"
 
-#include "base/prometheus.h"
+#include "base/metrics/prometheus.h"
 
 namespace kube {
 namespace {

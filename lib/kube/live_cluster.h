@@ -34,7 +34,7 @@
 #include <thread>
 #include <vector>
 
-#include "base/result.h"
+#include "base/status/result.h"
 #include "kube/api_client.h"
 #include "kube/claims.h"
 #include "kube/clock.h"

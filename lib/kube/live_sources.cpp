@@ -1,6 +1,6 @@
 #include "kube/live_sources.h"
 
-#include "podpatch/json_access.h"
+#include "base/json/access.h"
 #include "podpatch/keys.h"
 
 namespace kube {
@@ -9,23 +9,23 @@ namespace {
 using podpatch::json;
 
 std::string name_of(const json& object) {
-  return std::string(podpatch::string_member(podpatch::member(object, "metadata"), "name").value_or(""));
+  return std::string(webhook::string_member(webhook::member(object, "metadata"), "name").value_or(""));
 }
 
 podpatch::Labels labels_of(const json& object) {
-  return podpatch::to_labels(podpatch::member(object, "metadata", "labels"));
+  return podpatch::to_labels(webhook::member(object, "metadata", "labels"));
 }
 
 // (namespace, name) and the ray.io/headless-worker-svc label of a Service.
 std::optional<std::pair<std::pair<std::string, std::string>, std::string>> service_of(
     const json& object) {
-  const json* md = podpatch::member(object, "metadata");
-  std::optional<std::string_view> name = podpatch::string_member(md, "name");
+  const json* md = webhook::member(object, "metadata");
+  std::optional<std::string_view> name = webhook::string_member(md, "name");
   if (!name) {
     return std::nullopt;
   }
-  std::string ns(podpatch::string_member(md, "namespace").value_or("default"));
-  std::string cluster(podpatch::string_member(podpatch::member(md, "labels"),
+  std::string ns(webhook::string_member(md, "namespace").value_or("default"));
+  std::string cluster(webhook::string_member(webhook::member(md, "labels"),
                                               podpatch::keys::kHeadlessServiceLabel)
                           .value_or(""));
   return std::make_pair(std::make_pair(std::move(ns), std::string(*name)), std::move(cluster));

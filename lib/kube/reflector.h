@@ -19,7 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "base/result.h"
+#include "base/status/result.h"
 #include "kube/api_client.h"
 #include "kube/clock.h"
 #include "kube/log.h"

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "podpatch/json_access.h"
+#include "base/json/access.h"
 #include "podpatch/pod_view.h"
 
 namespace kube {
@@ -12,13 +12,13 @@ using podpatch::Holder;
 using podpatch::Slot;
 
 std::string pod_uid(const nlohmann::json& pod) {
-  const podpatch::json* md = podpatch::member(pod, "metadata");
-  if (std::optional<std::string_view> uid = podpatch::string_member(md, "uid");
+  const podpatch::json* md = webhook::member(pod, "metadata");
+  if (std::optional<std::string_view> uid = webhook::string_member(md, "uid");
       uid && !uid->empty()) {
     return std::string(*uid);
   }
-  return std::string(podpatch::string_member(md, "namespace").value_or("default")) + "/" +
-         std::string(podpatch::string_member(md, "name").value_or(""));
+  return std::string(webhook::string_member(md, "namespace").value_or("default")) + "/" +
+         std::string(webhook::string_member(md, "name").value_or(""));
 }
 
 std::optional<PodRecord> pod_record(const nlohmann::json& pod) {
@@ -31,13 +31,13 @@ std::optional<PodRecord> pod_record(const nlohmann::json& pod) {
   if (!key || !slot) {
     return std::nullopt;
   }
-  const podpatch::json* md = podpatch::member(pod, "metadata");
+  const podpatch::json* md = webhook::member(pod, "metadata");
   PodRecord r;
   r.uid = pod_uid(pod);
   r.name = view->display_name();
   r.key = std::move(*key);
   r.slot = *slot;
-  r.resource_version = std::string(podpatch::string_member(md, "resourceVersion").value_or(""));
+  r.resource_version = std::string(webhook::string_member(md, "resourceVersion").value_or(""));
   return r;
 }
 

@@ -25,7 +25,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "base/result.h"
+#include "base/status/result.h"
 
 namespace kube {
 

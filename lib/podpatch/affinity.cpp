@@ -1,3 +1,5 @@
+#include "base/json/access.h"
+#include "podpatch/labels.h"
 #include "podpatch/affinity.h"
 
 #include <map>
@@ -5,6 +7,9 @@
 #include "podpatch/keys.h"
 
 namespace podpatch {
+
+using webhook::string_member;
+using webhook::object_member;
 namespace {
 
 json requirement(std::string_view key, std::string_view op, std::optional<std::string_view> value) {

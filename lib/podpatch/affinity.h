@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "podpatch/json_access.h"
+#include "base/json/access.h"
 #include "podpatch/pod_view.h"
 #include "podpatch/sources.h"
 

@@ -1,6 +1,11 @@
+#include "base/json/access.h"
+#include "podpatch/labels.h"
 #include "podpatch/env.h"
 
 namespace podpatch {
+
+using webhook::member;
+using webhook::string_member;
 
 std::optional<EnvRef> find_env(const json& container, std::string_view name) {
   const json* env = member(container, "env");

@@ -10,7 +10,8 @@
 #include <optional>
 #include <string_view>
 
-#include "podpatch/json_access.h"
+#include "base/json/access.h"
+#include "podpatch/labels.h"
 
 namespace podpatch {
 

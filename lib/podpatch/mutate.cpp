@@ -1,3 +1,5 @@
+#include "base/json/access.h"
+#include "podpatch/labels.h"
 #include "podpatch/mutate.h"
 
 #include "podpatch/affinity.h"
@@ -6,6 +8,10 @@
 #include "topology/names.h"
 
 namespace podpatch {
+
+using webhook::member;
+using webhook::string_member;
+using webhook::object_member;
 namespace {
 
 // Values shared by every TPU container of the Pod.

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "podpatch/json_access.h"
+#include "base/json/access.h"
 #include "podpatch/pod_view.h"
 #include "podpatch/sources.h"
 #include "topology/addresses.h"

@@ -5,7 +5,7 @@
 #include "podpatch/env.h"
 #include "podpatch/keys.h"
 #include "topology/accelerator.h"
-#include "topology/numbers.h"
+#include "base/text/numbers.h"
 
 namespace podpatch {
 namespace {
@@ -13,7 +13,7 @@ namespace {
 constexpr std::int64_t kMaxIndex = 1'000'000;
 
 webhook::Result<int> index_label(std::string_view key, std::string_view value) {
-  std::optional<std::int64_t> n = topology::parse_non_negative(value, kMaxIndex);
+  std::optional<std::int64_t> n = webhook::parse_non_negative(value, kMaxIndex);
   if (!n) {
     return webhook::invalid_argument("label " + std::string(key) + "=\"" + std::string(value) +
                                      "\" is not a non-negative integer; KubeRay sets it, so "
@@ -79,10 +79,10 @@ std::optional<Slot> recorded_slot(const PodView& pod) {
     return std::nullopt;
   }
   std::optional<std::int64_t> r =
-      topology::parse_non_negative(replica_label->substr(prefix.size()), kMaxIndex);
+      webhook::parse_non_negative(replica_label->substr(prefix.size()), kMaxIndex);
   std::optional<std::string_view> id =
       env_literal(pod.container(pod.tpu_containers().front().index), keys::kWorkerId);
-  std::optional<std::int64_t> worker = id ? topology::parse_non_negative(*id, kMaxIndex)
+  std::optional<std::int64_t> worker = id ? webhook::parse_non_negative(*id, kMaxIndex)
                                           : std::nullopt;
   if (!r || !worker) {
     return std::nullopt;

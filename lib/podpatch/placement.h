@@ -9,7 +9,7 @@
 #include <span>
 #include <string>
 
-#include "base/result.h"
+#include "base/status/result.h"
 #include "podpatch/pod_view.h"
 #include "podpatch/sources.h"
 

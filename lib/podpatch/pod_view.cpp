@@ -1,9 +1,14 @@
+#include "base/json/access.h"
+#include "podpatch/labels.h"
 #include "podpatch/pod_view.h"
 
 #include "podpatch/keys.h"
-#include "topology/numbers.h"
+#include "base/text/numbers.h"
 
 namespace podpatch {
+
+using webhook::member;
+using webhook::string_member;
 namespace {
 
 using webhook::invalid_argument;
@@ -50,10 +55,10 @@ webhook::Result<int> chip_quantity(const json& q, std::string_view field) {
     std::int64_t v = q.get<std::int64_t>();
     n = v >= 0 && v <= kMaxChipsPerContainer ? std::optional<std::int64_t>(v) : std::nullopt;
   } else if (q.is_string()) {
-    n = topology::parse_non_negative(q.get_ref<const std::string&>(), kMaxChipsPerContainer);
+    n = webhook::parse_non_negative(q.get_ref<const std::string&>(), kMaxChipsPerContainer);
   }
   if (!n) {
-    return invalid_argument(std::string(field) + " " + dump_safe(q) +
+    return invalid_argument(std::string(field) + " " + webhook::dump_json(q) +
                             " is not a whole number of TPU chips; set it to the chips per "
                             "host the machine type has, such as \"4\"");
   }

@@ -15,8 +15,9 @@
 #include <string_view>
 #include <vector>
 
-#include "base/result.h"
-#include "podpatch/json_access.h"
+#include "base/status/result.h"
+#include "base/json/access.h"
+#include "podpatch/labels.h"
 
 namespace podpatch {
 

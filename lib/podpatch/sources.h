@@ -13,23 +13,10 @@
 #include <string_view>
 #include <vector>
 
-#include "base/result.h"
+#include "base/status/result.h"
+#include "podpatch/labels.h"
 
 namespace podpatch {
-
-using Labels = std::map<std::string, std::string, std::less<>>;
-
-// Whether `labels` has every key of `selector` with the same value (a Kubernetes equality
-// selector such as a Pod's nodeSelector).
-inline bool matches(const Labels& labels, const Labels& selector) {
-  for (const auto& [key, value] : selector) {
-    auto it = labels.find(key);
-    if (it == labels.end() || it->second != value) {
-      return false;
-    }
-  }
-  return true;
-}
 
 // A worker group of a RayCluster.
 struct GroupKey {

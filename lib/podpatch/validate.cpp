@@ -1,12 +1,17 @@
+#include "base/json/access.h"
+#include "podpatch/labels.h"
 #include "podpatch/validate.h"
 
-#include "base/text.h"
+#include "base/text/text.h"
 #include "podpatch/affinity.h"
 #include "podpatch/keys.h"
 #include "podpatch/pod_view.h"
 #include "topology/slice.h"
 
 namespace podpatch {
+
+using webhook::member;
+using webhook::string_member;
 namespace {
 
 // The outcome of one worker group: nullopt when it passes.
@@ -126,7 +131,7 @@ std::optional<GroupDenial> check_group(const json& group, std::size_t index, con
   }
   if (!num->is_number_integer() || num->get<long long>() < 0) {
     return deny("invalid_num_of_hosts",
-                where + "numOfHosts " + dump_safe(*num) + " is not a positive integer; " + fix);
+                where + "numOfHosts " + webhook::dump_json(*num) + " is not a positive integer; " + fix);
   }
   long long given = num->get<long long>();
   if (given != slice->hosts()) {

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "base/result.h"
-#include "podpatch/json_access.h"
+#include "base/status/result.h"
+#include "base/json/access.h"
 #include "podpatch/sources.h"
 
 namespace podpatch {

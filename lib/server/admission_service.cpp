@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "admission/review.h"
-#include "podpatch/json_access.h"
+#include "base/json/access.h"
 
 namespace server {
 namespace {
@@ -86,7 +86,7 @@ struct Failure {
 };
 
 std::string_view generate_name(const admission::Request& r) {
-  return podpatch::string_member(podpatch::member(r.object, "metadata"), "generateName")
+  return webhook::string_member(webhook::member(r.object, "metadata"), "generateName")
       .value_or("");
 }
 
@@ -94,7 +94,7 @@ std::string_view name_of(const admission::Request& r) {
   if (!r.name.empty()) {
     return r.name;
   }
-  return podpatch::string_member(podpatch::member(r.object, "metadata"), "name").value_or("");
+  return webhook::string_member(webhook::member(r.object, "metadata"), "name").value_or("");
 }
 
 std::string_view outcome_of(const admission::Response& r) {
@@ -140,7 +140,7 @@ std::string status_json(int code, std::string_view message) {
                  {"status", "Failure"},
                  {"code", code},
                  {"message", message}};
-  return admission::dump_json(status);
+  return webhook::dump_json(status);
 }
 
 HttpReply AdmissionService::serve(const HttpRequestView& request) const {
@@ -275,7 +275,7 @@ HttpReply AdmissionService::serve(const HttpRequestView& request) const {
     }
   }
   if (log_.enabled(3) && response.patch.is_array() && !response.patch.empty()) {
-    log_.debug(3, "admission patch", {{"uid", uid}, {"patch", admission::dump_json(response.patch)}});
+    log_.debug(3, "admission patch", {{"uid", uid}, {"patch", webhook::dump_json(response.patch)}});
   }
   return reply;
 }

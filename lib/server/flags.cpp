@@ -6,10 +6,10 @@
 #include <map>
 #include <optional>
 
-#include "admission/base64.h"
-#include "base/text.h"
+#include "base/encoding/base64.h"
+#include "base/text/text.h"
 #include "topology/names.h"
-#include "topology/numbers.h"
+#include "base/text/numbers.h"
 
 #ifndef WEBHOOK_VERSION
 #define WEBHOOK_VERSION "0.0.0"
@@ -57,7 +57,7 @@ FlagSpec duration_flag(std::chrono::milliseconds Flags::*field, std::string_view
 
 FlagSpec port_flag(int topology::Ports::*field, std::string_view name) {
   return {false, [field, name](Flags& f, std::string_view v) -> webhook::Status {
-            std::optional<std::int64_t> n = topology::parse_non_negative(v, 65535);
+            std::optional<std::int64_t> n = webhook::parse_non_negative(v, 65535);
             if (!n || *n == 0) {
               return bad_value(name, v, "expected a port number from 1 to 65535");
             }
@@ -87,7 +87,7 @@ FlagSpec string_flag(std::string Flags::*field) {
 FlagSpec int_flag(std::string_view name, std::int64_t min, std::int64_t max,
                   std::function<void(Flags&, std::int64_t)> set) {
   return {false, [name, min, max, set](Flags& f, std::string_view v) -> webhook::Status {
-            std::optional<std::int64_t> n = topology::parse_non_negative(v);
+            std::optional<std::int64_t> n = webhook::parse_non_negative(v);
             if (!n || *n < min || *n > max) {
               return bad_value(name, v,
                                "expected a whole number from " + std::to_string(min) + " to " +
@@ -100,7 +100,7 @@ FlagSpec int_flag(std::string_view name, std::int64_t min, std::int64_t max,
 
 FlagSpec base64_pem_flag(std::string Flags::*field, std::string_view name) {
   return {false, [field, name](Flags& f, std::string_view v) -> webhook::Status {
-            std::optional<std::string> pem = admission::base64_decode(v);
+            std::optional<std::string> pem = webhook::base64_decode(v);
             if (!pem || pem->find("-----BEGIN ") == std::string::npos) {
               // Never echo the value: it may be a private key.
               return invalid_argument("--" + std::string(name) +
@@ -209,7 +209,7 @@ webhook::Result<ListenAddress> parse_listen_address(std::string_view text) {
   } else if (host.find(':') != std::string_view::npos) {
     return invalid_argument("an IPv6 host needs brackets, such as [::1]:9443");
   }
-  std::optional<std::int64_t> port = topology::parse_non_negative(text.substr(colon + 1), 65535);
+  std::optional<std::int64_t> port = webhook::parse_non_negative(text.substr(colon + 1), 65535);
   if (!port) {
     return invalid_argument("the port must be a number from 0 to 65535");
   }

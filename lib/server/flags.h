@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "admission/handler.h"
-#include "base/result.h"
+#include "base/status/result.h"
 
 namespace server {
 

@@ -24,7 +24,7 @@
 #include <httplib.h>
 #include <openssl/ssl.h>
 
-#include "base/result.h"
+#include "base/status/result.h"
 #include "server/connection.h"
 #include "server/flags.h"
 #include "server/log.h"

@@ -10,7 +10,7 @@
 #include <sstream>
 #include <vector>
 
-#include "base/prometheus.h"
+#include "base/metrics/prometheus.h"
 
 #ifndef WEBHOOK_VERSION
 #define WEBHOOK_VERSION "0.0.0"

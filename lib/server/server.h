@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "admission/handler.h"
-#include "base/result.h"
+#include "base/status/result.h"
 #include "server/admission_service.h"
 #include "server/flags.h"
 #include "server/http_server.h"

@@ -25,7 +25,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
-#include "base/result.h"
+#include "base/status/result.h"
 
 namespace server {
 

@@ -1,6 +1,6 @@
 #include "topology/names.h"
 
-#include "topology/numbers.h"
+#include "base/text/numbers.h"
 
 namespace topology {
 namespace {
@@ -28,12 +28,12 @@ webhook::Result<KubeRayVersion> parse_kuberay_version(std::string_view text) {
   }
   std::string_view rest = t.substr(dot + 1);
   std::size_t dot2 = rest.find('.');
-  std::optional<std::int64_t> major = parse_non_negative(t.substr(0, dot), 1000);
-  std::optional<std::int64_t> minor = parse_non_negative(rest.substr(0, dot2), 1000);
+  std::optional<std::int64_t> major = webhook::parse_non_negative(t.substr(0, dot), 1000);
+  std::optional<std::int64_t> minor = webhook::parse_non_negative(rest.substr(0, dot2), 1000);
   if (!major || !minor) {
     return bad();
   }
-  if (dot2 != std::string_view::npos && !parse_non_negative(rest.substr(dot2 + 1), 100000)) {
+  if (dot2 != std::string_view::npos && !webhook::parse_non_negative(rest.substr(dot2 + 1), 100000)) {
     return bad();
   }
   return KubeRayVersion{static_cast<int>(*major), static_cast<int>(*minor)};

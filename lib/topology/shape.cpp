@@ -2,8 +2,8 @@
 
 #include <vector>
 
-#include "base/text.h"
-#include "topology/numbers.h"
+#include "base/text/text.h"
+#include "base/text/numbers.h"
 
 namespace topology {
 namespace {
@@ -69,7 +69,7 @@ webhook::Result<Shape> parse_shape(std::string_view text) {
     if (token.empty()) {
       return bad(text, where + " is empty");
     }
-    std::optional<std::int64_t> value = parse_non_negative(token, kMaxChips);
+    std::optional<std::int64_t> value = webhook::parse_non_negative(token, kMaxChips);
     if (!value) {
       bool digits = token.find_first_not_of("0123456789") == std::string_view::npos;
       return bad(text, where + " " + webhook::quote(token) +

@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "base/result.h"
+#include "base/status/result.h"
 
 namespace topology {
 

@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "base/result.h"
+#include "base/status/result.h"
 #include "topology/accelerator.h"
 #include "topology/shape.h"
 

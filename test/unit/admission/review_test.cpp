@@ -1,7 +1,7 @@
 // docs/spec.md Envelope: AdmissionReview v1 decode/encode.
 #include <catch2/catch.hpp>
 
-#include "admission/base64.h"
+#include "base/encoding/base64.h"
 #include "admission/review.h"
 #include "support/test_support.h"
 
@@ -100,7 +100,7 @@ TEST_CASE("encode echoes the uid and sets patchType only with a non-empty patch 
     CHECK(out["response"]["uid"] == "u-4");
     CHECK(out["response"]["patchType"] == "JSONPatch");
     std::optional<std::string> raw =
-        admission::base64_decode(out["response"]["patch"].get<std::string>());
+        webhook::base64_decode(out["response"]["patch"].get<std::string>());
     REQUIRE(raw);
     CHECK(json::parse(*raw) == patch);
   }
@@ -118,8 +118,8 @@ TEST_CASE("encode echoes the uid and sets patchType only with a non-empty patch 
 
 TEST_CASE("dump_json never throws on invalid UTF-8", "[admission][envelope]") {
   json v = std::string("bad \xff\xfe utf8");
-  CHECK_NOTHROW(admission::dump_json(v));
-  CHECK_THAT(admission::dump_json(v), Catch::Contains("bad"));
+  CHECK_NOTHROW(webhook::dump_json(v));
+  CHECK_THAT(webhook::dump_json(v), Catch::Contains("bad"));
 }
 
 TEST_CASE("encode writes the same JSON as to_json on every path", "[admission][envelope]") {
@@ -133,6 +133,6 @@ TEST_CASE("encode writes the same JSON as to_json on every path", "[admission][e
   for (const admission::Response& r : {admission::allowed("u-1"), patched, denied, bad_utf8}) {
     CAPTURE(r.uid);
     CHECK(json::parse(admission::encode(r)) ==
-          json::parse(admission::dump_json(admission::to_json(r))));
+          json::parse(webhook::dump_json(admission::to_json(r))));
   }
 }

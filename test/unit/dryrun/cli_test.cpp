@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "admission/base64.h"
+#include "base/encoding/base64.h"
 #include "dryrun/cli.h"
 #include "dryrun/documents.h"
 #include "support/test_support.h"
@@ -144,7 +144,7 @@ TEST_CASE("a Pod prints as YAML, JSON, patch or review, all from one answer", "[
   json response = json::parse(review.out)["response"];
   CHECK(response["allowed"] == true);
   CHECK(response["patchType"] == "JSONPatch");
-  CHECK(json::parse(*admission::base64_decode(response["patch"].get<std::string>())) == p);
+  CHECK(json::parse(*webhook::base64_decode(response["patch"].get<std::string>())) == p);
   // Re-admitting the printed Pod changes nothing (M6): the patch is [].
   TempFile again(as_json.out, ".json");
   Run twice = run({"-o", "patch", again.path()});

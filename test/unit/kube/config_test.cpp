@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <map>
 
-#include "admission/base64.h"
+#include "base/encoding/base64.h"
 #include "kube_support.h"
 
 using testing::TempDir;
@@ -125,9 +125,9 @@ TEST_CASE("kubeconfig: the current context's server, CA and credentials") {
   SECTION("inline data wins over files; client certificate and key; tokenFile") {
     std::string path = dir.write("config", kubeconfig(
         "    server: https://k8s.example:443/prefix\n"
-        "    certificate-authority-data: " + admission::base64_encode("CA DATA") + "\n"
+        "    certificate-authority-data: " + webhook::base64_encode("CA DATA") + "\n"
         "    certificate-authority: ca.pem\n",
-        "    client-certificate-data: " + admission::base64_encode("CERT DATA") + "\n"
+        "    client-certificate-data: " + webhook::base64_encode("CERT DATA") + "\n"
         "    client-key: client.key\n    tokenFile: token.txt\n"));
     webhook::Result<kube::ClusterConfig> c = kube::kubeconfig_config(path);
     REQUIRE(c.has_value());

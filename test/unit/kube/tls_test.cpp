@@ -2,7 +2,7 @@
 // end (--kube-config-path against the fake API, as against a real cluster).
 #include <catch2/catch.hpp>
 
-#include "admission/base64.h"
+#include "base/encoding/base64.h"
 #include "fake_apiserver.h"
 #include "kube/api_client.h"
 #include "kube/live_cluster.h"
@@ -101,7 +101,7 @@ TEST_CASE("A kubeconfig (--kube-config-path) with CA data and a token reaches th
       "apiVersion: v1\nkind: Config\ncurrent-context: fake\n"
       "clusters:\n- name: fake\n  cluster:\n    server: https://127.0.0.1:" +
           std::to_string(api.port()) + "\n    certificate-authority-data: " +
-          admission::base64_encode(pki.ca_pem) +
+          webhook::base64_encode(pki.ca_pem) +
           "\ncontexts:\n- name: fake\n  context: {cluster: fake, user: webhook}\n"
           "users:\n- name: webhook\n  user:\n    token: kubeconfig-token\n");
   webhook::Result<kube::ClusterConfig> config = kube::load_config(path);

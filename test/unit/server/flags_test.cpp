@@ -2,7 +2,7 @@
 // as one InvalidArgument line (the binary exits 2 with it).
 #include <catch2/catch.hpp>
 
-#include "admission/base64.h"
+#include "base/encoding/base64.h"
 #include "server/flags.h"
 
 namespace {
@@ -100,16 +100,16 @@ TEST_CASE("help and version flags stop parsing", "[flags]") {
 }
 
 TEST_CASE("the base64 flags --server-cert and --server-key carry PEM", "[flags]") {
-  std::string cert = admission::base64_encode("-----BEGIN CERTIFICATE-----\nx\n");
-  std::string key = admission::base64_encode("-----BEGIN PRIVATE KEY-----\ny\n");
+  std::string cert = webhook::base64_encode("-----BEGIN CERTIFICATE-----\nx\n");
+  std::string key = webhook::base64_encode("-----BEGIN PRIVATE KEY-----\ny\n");
   server::Flags f = parse_ok({"--server-cert=" + cert, "--server-key=" + key});
   CHECK(f.server_cert_pem.starts_with("-----BEGIN CERTIFICATE-----"));
   CHECK(f.server_key_pem.starts_with("-----BEGIN PRIVATE KEY-----"));
 }
 
 TEST_CASE("bad flags and values are one line naming the flag", "[flags]") {
-  std::string cert = admission::base64_encode("-----BEGIN CERTIFICATE-----\nx\n");
-  std::string key = admission::base64_encode("-----BEGIN PRIVATE KEY-----\ny\n");
+  std::string cert = webhook::base64_encode("-----BEGIN CERTIFICATE-----\nx\n");
+  std::string key = webhook::base64_encode("-----BEGIN PRIVATE KEY-----\ny\n");
   auto [args, expected] = GENERATE_COPY(table<std::vector<std::string>, std::string>({
       {{"--bogus=1"}, "unknown flag --bogus"},
       {{"positional"}, "unexpected argument \"positional\""},

@@ -2,7 +2,7 @@
 // buckets). The integration test runs `promtool check metrics` on a live server's output.
 #include <catch2/catch.hpp>
 
-#include "base/prometheus.h"
+#include "base/metrics/prometheus.h"
 #include "server/metrics.h"
 
 namespace {

@@ -7,7 +7,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "admission/base64.h"
+#include "base/encoding/base64.h"
 #include "dryrun/documents.h"
 
 namespace testing {
@@ -129,7 +129,7 @@ admission::Request cluster_request(json object, std::string operation) {
 json readable(const admission::Response& response) {
   json out = admission::to_json(response)["response"];
   if (out.contains("patch")) {
-    out["patch"] = json::parse(*admission::base64_decode(out["patch"].get<std::string>()));
+    out["patch"] = json::parse(*webhook::base64_decode(out["patch"].get<std::string>()));
   }
   return out;
 }

@@ -5,11 +5,11 @@
 #include <string>
 #include <string_view>
 
-namespace admission {
+namespace webhook {
 
 std::string base64_encode(std::string_view bytes);
 
 // nullopt when `text` is not valid padded base64.
 std::optional<std::string> base64_decode(std::string_view text);
 
-}  // namespace admission
+}  // namespace webhook

@@ -1,8 +1,8 @@
-#include "admission/base64.h"
+#include "base/encoding/base64.h"
 
 #include <openssl/evp.h>
 
-namespace admission {
+namespace webhook {
 
 std::string base64_encode(std::string_view bytes) {
   std::string out(4 * ((bytes.size() + 2) / 3), '\0');
@@ -44,4 +44,4 @@ std::optional<std::string> base64_decode(std::string_view text) {
   return out;
 }
 
-}  // namespace admission
+}  // namespace webhook

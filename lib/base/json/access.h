@@ -1,8 +1,10 @@
 #pragma once
-// Null-safe reads of nlohmann::json without operator[] (which inserts, or is undefined on const).
+// Null-safe reads of nlohmann::json without operator[] (which inserts, or is undefined on const),
+// and a dump that never throws.
 //
-//   const json* labels = podpatch::member(pod, "metadata", "labels");
-//   std::optional<std::string_view> v = podpatch::string_member(labels, "ray.io/cluster");
+//   const json* labels = webhook::member(pod, "metadata", "labels");
+//   std::optional<std::string_view> v = webhook::string_member(labels, "ray.io/cluster");
+//   std::string text = webhook::dump_json(pod);   // invalid UTF-8 becomes U+FFFD
 
 #include <optional>
 #include <string>
@@ -10,9 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "podpatch/sources.h"
-
-namespace podpatch {
+namespace webhook {
 
 using json = nlohmann::json;
 
@@ -56,24 +56,11 @@ inline json& object_member(json& obj, std::string_view key) {
   return *it;
 }
 
-// The string members of `obj` (a labels map, a nodeSelector) as Labels; other members, a null
-// or a non-object give nothing.
-inline Labels to_labels(const json* obj) {
-  Labels out;
-  if (obj != nullptr && obj->is_object()) {
-    for (const auto& [key, value] : obj->items()) {
-      if (value.is_string()) {
-        out.emplace(key, value.get<std::string>());
-      }
-    }
-  }
-  return out;
-}
-
-// Serializes without throwing: invalid UTF-8 in strings becomes U+FFFD (nlohmann's default
-// handler throws). Use it for every dump of data that came from outside. indent -1 is compact.
-inline std::string dump_safe(const json& value, int indent = -1) {
+// Serializes without throwing: invalid UTF-8 in strings (YAML input may hold it) becomes U+FFFD
+// where nlohmann's default handler throws. Use it for every dump of data that came from outside.
+// indent -1 is compact.
+inline std::string dump_json(const json& value, int indent = -1) {
   return value.dump(indent, ' ', false, json::error_handler_t::replace);
 }
 
-}  // namespace podpatch
+}  // namespace webhook

@@ -6,7 +6,7 @@
 #include <optional>
 #include <string_view>
 
-namespace topology {
+namespace webhook {
 
 // Parses a non-negative decimal integer such as "16". Rejects an empty text, signs, spaces,
 // any other character, and values above `max`. Returns nullopt on any of these.
@@ -28,4 +28,4 @@ inline std::optional<std::int64_t> parse_non_negative(std::string_view text,
   return value;
 }
 
-}  // namespace topology
+}  // namespace webhook

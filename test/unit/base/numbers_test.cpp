@@ -1,4 +1,4 @@
-// lib/topology/numbers.h: parse_non_negative, the strict parser behind topology dims, index
+// lib/base/text/numbers.h: parse_non_negative, the strict parser behind topology dims, index
 // labels and google.com/tpu quantities (docs/spec.md M2: digits only, no signs or spaces).
 #include <catch2/catch.hpp>
 
@@ -6,7 +6,7 @@
 #include <optional>
 #include <string>
 
-#include "topology/numbers.h"
+#include "base/text/numbers.h"
 
 TEST_CASE("M2: parse_non_negative accepts digits only", "[topology][numbers]") {
   SECTION("good rows") {
@@ -20,7 +20,7 @@ TEST_CASE("M2: parse_non_negative accepts digits only", "[topology][numbers]") {
         {"0", 0, 0},
     }));
     CAPTURE(text, max);
-    CHECK(topology::parse_non_negative(text, max) == std::optional<std::int64_t>(value));
+    CHECK(webhook::parse_non_negative(text, max) == std::optional<std::int64_t>(value));
   }
   SECTION("bad rows") {
     auto [text, max] = GENERATE(table<std::string, std::int64_t>({
@@ -43,10 +43,10 @@ TEST_CASE("M2: parse_non_negative accepts digits only", "[topology][numbers]") {
         {"1", 0},
     }));
     CAPTURE(text, max);
-    CHECK(topology::parse_non_negative(text, max) == std::nullopt);
+    CHECK(webhook::parse_non_negative(text, max) == std::nullopt);
   }
   SECTION("the default max is INT64_MAX") {
-    CHECK(topology::parse_non_negative("9223372036854775807") == INT64_MAX);
-    CHECK(topology::parse_non_negative("9223372036854775808") == std::nullopt);
+    CHECK(webhook::parse_non_negative("9223372036854775807") == INT64_MAX);
+    CHECK(webhook::parse_non_negative("9223372036854775808") == std::nullopt);
   }
 }
