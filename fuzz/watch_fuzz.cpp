@@ -9,6 +9,7 @@
 #include "kube/clock.h"
 #include "kube/live_sources.h"
 #include "kube/reflector.h"
+#include "kube/pod_sources.h"
 #include "kube/slice_registry.h"
 #include "kube/stream.h"
 
@@ -34,7 +35,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::size_t chunk = 1 + data[0] % 64;
   std::string_view body(reinterpret_cast<const char*>(data + 1), size - 1);
   kube::SystemClock clock;
-  kube::SliceRegistry registry(clock, std::chrono::seconds(10));
+  kube::SliceRegistry registry(clock);
   kube::PodFeed feed(registry);
 
   feed.list_begin();
@@ -69,7 +70,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (lines.pending() > kMaxObject) {
     __builtin_trap();  // the splitter must never buffer past its bound
   }
-  // The registry still answers.
-  (void)registry.place({"default", "c", "g"}, 4, /*dry_run=*/true);
+  // The registry still answers, and placement over it too.
+  (void)registry.holders({"default", "c", "g"});
+  kube::LocalPodSource pods(registry);
+  (void)pods.place({"default", "c", "g"}, 4, /*dry_run=*/true);
   return 0;
 }

@@ -14,9 +14,9 @@
 #include <spdlog/spdlog.h>
 
 #include "admission/handler.h"
-#include "admission/static_sources.h"
 #include "kube/config.h"
 #include "kube/live_cluster.h"
+#include "kube/pod_sources.h"
 #include "server/flags.h"
 #include "server/log.h"
 #include "server/server.h"
@@ -164,9 +164,9 @@ int main(int argc, char** argv) {
   // Without legacy placement: Pods lacking KubeRay's index labels are denied with a message
   // saying how to fix it, Nodes cannot be listed and headless Service names follow
   // --kuberay-version.
-  admission::DisabledPodSource no_pods;
-  admission::StaticNodeSource no_nodes(/*listable=*/false);
-  admission::StaticServiceSource no_services;
+  kube::DisabledPodSource no_pods;
+  kube::LiveNodeSource no_nodes;        // never listed: nodes_matching answers "cannot list"
+  kube::LiveServiceSource no_services;  // never listed: no Service name
   admission::Handler handler(flags->handler, live ? live->pods() : no_pods,
                              live ? live->nodes() : no_nodes,
                              live ? live->services() : no_services);

@@ -12,6 +12,7 @@
 #include <openssl/evp.h>
 
 #include "kube/config.h"
+#include "kube/pod_sources.h"
 #include "podpatch/placement.h"
 
 namespace kube {
@@ -19,7 +20,6 @@ namespace {
 
 using nlohmann::json;
 using podpatch::GroupKey;
-using podpatch::Holder;
 using podpatch::Slot;
 using webhook::Error;
 using webhook::ErrorCode;
@@ -464,15 +464,8 @@ ClaimStore::Write ClaimStore::write(const GroupKey& key, Group& g, std::vector<C
 
 webhook::Result<Slot> ClaimStore::place(const podpatch::PlaceRequest& request) {
   const GroupKey& key = request.key;
-  if (request.hosts < 1) {
-    return webhook::invalid_argument("a slice has at least one host");
-  }
-  if (!pods_.synced()) {
-    return Error{ErrorCode::kUnavailable,
-                 "the webhook is starting and has not yet listed the cluster's Pods, so it cannot "
-                 "place a Pod without KubeRay's index labels (legacy placement) yet; the Pod's "
-                 "creation fails and KubeRay retries it shortly (Pods with KubeRay's index labels "
-                 "are not affected)"};
+  if (webhook::Status s = check_placeable(pods_, request); !s) {
+    return s.error();
   }
   if (Duration down = pods_.disconnected_for(); down > options_.ttl / 2) {
     {
@@ -573,41 +566,31 @@ webhook::Result<Slot> ClaimStore::place(const podpatch::PlaceRequest& request) {
         return c.slot;
       }
     }
-    std::vector<Holder> holders = pods_.holders(key);
-    std::size_t pods = holders.size();
     WallTime now = clock_.wall_now();
     std::vector<Claim> live;
-    std::vector<Slot> claimed;  // slots taken by claims: two claims on one slot take it once
+    std::vector<Reservation> open;  // the live claims not confirmed, and their ids
+    std::vector<std::string> open_ids;
     for (const Claim& c : g->claims) {
       if (c.expires <= now) {
         continue;  // expired: dropped by this write
       }
       live.push_back(c);
-      if (g->confirmed.contains(c.id)) {
-        continue;
+      if (!g->confirmed.contains(c.id)) {
+        open.push_back({c.slot, "(a Pod " + c.pod + " placed by webhook replica " + c.holder +
+                                    ", not yet seen by the Pod watch)"});
+        open_ids.push_back(c.id);
       }
-      bool on_slot = std::any_of(holders.begin(), holders.begin() + static_cast<long>(pods),
-                                 [&](const Holder& h) { return h.slot == c.slot; });
-      if (on_slot) {
-        g->confirmed.insert(c.id);
-        std::lock_guard lock(mu_);
-        ++stats_.confirmed;
-        continue;
-      }
-      // A replica that saw a claimed Pod come and go hands its slot out again, so the Lease
-      // can hold an old claim and a new one on one slot until the old one expires.
-      if (std::find(claimed.begin(), claimed.end(), c.slot) != claimed.end()) {
-        continue;
-      }
-      claimed.push_back(c.slot);
-      holders.push_back({"(a Pod " + c.pod + " placed by webhook replica " + c.holder +
-                             ", not yet seen by the Pod watch)",
-                         c.slot});
     }
+    webhook::Result<Slot> slot =
+        choose_free_slot(pods_.holders(key), open, request.hosts, key, [&](std::size_t i) {
+          if (g->confirmed.insert(open_ids[i]).second) {  // the watch shows a Pod on its slot
+            std::lock_guard lock(mu_);
+            ++stats_.confirmed;
+          }
+        });
     std::erase_if(g->confirmed, [&](const std::string& cid) {
       return std::none_of(live.begin(), live.end(), [&](const Claim& c) { return c.id == cid; });
     });
-    webhook::Result<Slot> slot = podpatch::choose_slot(holders, request.hosts, key);
     if (!slot || request.dry_run) {
       return slot;
     }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <thread>
 
 namespace kube {
 
@@ -10,6 +11,43 @@ bool SystemClock::sleep_for(Duration d, std::stop_token stop) {
   std::condition_variable_any cv;
   std::unique_lock lock(mu);
   return !cv.wait_for(lock, stop, d, [] { return false; }) && !stop.stop_requested();
+}
+
+TimePoint FakeClock::now() const {
+  std::lock_guard lock(mu_);
+  return std::chrono::steady_clock::now() + offset_;
+}
+
+std::chrono::system_clock::time_point FakeClock::wall_now() const {
+  std::lock_guard lock(mu_);
+  return std::chrono::system_clock::now() +
+         std::chrono::duration_cast<std::chrono::system_clock::duration>(offset_);
+}
+
+bool FakeClock::sleep_for(Duration d, std::stop_token stop) {
+  {
+    std::lock_guard lock(mu_);
+    offset_ += d;
+    slept_ += d;
+    ++sleeps_;
+  }
+  std::this_thread::sleep_for(std::min<Duration>(d, std::chrono::milliseconds(2)));
+  return !stop.stop_requested();
+}
+
+void FakeClock::advance(Duration d) {
+  std::lock_guard lock(mu_);
+  offset_ += d;
+}
+
+int FakeClock::sleeps() const {
+  std::lock_guard lock(mu_);
+  return sleeps_;
+}
+
+Duration FakeClock::slept() const {
+  std::lock_guard lock(mu_);
+  return slept_;
 }
 
 Backoff::Backoff(BackoffOptions options, std::uint64_t seed) : options_(options), rng_(seed) {}

@@ -9,6 +9,9 @@
 //   kube::Backoff backoff({.initial = 800ms, .max = 30s}, /*seed=*/42);
 //   clock.sleep_for(backoff.next(), stop.get_token());   // 800ms..1.6s, then doubling, capped
 //   backoff.reset();                                      // after a healthy connection
+//
+//   kube::FakeClock fake;                                 // tests: sleeps return at once
+//   fake.advance(std::chrono::seconds(11));               // and time moves when told
 
 #include <chrono>
 #include <condition_variable>
@@ -39,6 +42,25 @@ class SystemClock : public Clock {
  public:
   TimePoint now() const override { return std::chrono::steady_clock::now(); }
   bool sleep_for(Duration d, std::stop_token stop) override;
+};
+
+// Real time plus an offset, steady and wall clock alike: sleeps add to the offset and return
+// after at most 2 ms, so backoff and timeouts cost nothing; advance() moves time forward (a
+// claim's expiry). For tests, and for state that is fed once and never waits (ListedCluster).
+class FakeClock : public Clock {
+ public:
+  TimePoint now() const override;
+  std::chrono::system_clock::time_point wall_now() const override;
+  bool sleep_for(Duration d, std::stop_token stop) override;
+  void advance(Duration d);
+  int sleeps() const;      // sleep_for calls so far
+  Duration slept() const;  // their total
+
+ private:
+  mutable std::mutex mu_;
+  Duration offset_{0};
+  Duration slept_{0};
+  int sleeps_ = 0;
 };
 
 struct BackoffOptions {

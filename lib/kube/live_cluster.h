@@ -14,7 +14,7 @@
 //       kube::LiveCluster::create(*config, std::move(options));
 //   if (!live) { /* log live.error().message; exit 1 */ }
 //   (*live)->start();                                      // lists, then watches; returns at once
-//   // with --legacy-indexing=off: options.watch_pods = false, and admission::DisabledPodSource
+//   // with --legacy-indexing=off: options.watch_pods = false, and kube::DisabledPodSource
 //   admission::Handler handler(flags.handler, (*live)->pods(), (*live)->nodes(),
 //                              (*live)->services());
 //   // /readyz: ReadinessCheck{"pods-synced", [&] { return (*live)->pods_synced(); }}
@@ -52,7 +52,7 @@ struct LiveClusterOptions {
   ClaimStoreOptions claims;
   // KubeRay worker Pods, for legacy placement (docs/spec.md M3.3). Without it
   // (--legacy-indexing=off with API access) pods() stays unsynced and answers Unavailable: give the
-  // Handler admission::DisabledPodSource instead, and keep the live Nodes and Services.
+  // Handler kube::DisabledPodSource instead, and keep the live Nodes and Services.
   bool watch_pods = true;
   bool watch_nodes = true;     // TPU Nodes, for subslices (docs/spec.md M4, V3)
   bool watch_services = true;  // headless Services (docs/spec.md Terms)

@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "kube/reflector.h"
+#include "kube/sink.h"
 #include "kube/slice_registry.h"
 #include "podpatch/sources.h"
 

@@ -23,6 +23,7 @@
 #include "kube/api_client.h"
 #include "kube/clock.h"
 #include "kube/log.h"
+#include "kube/sink.h"
 
 namespace kube {
 
@@ -39,8 +40,6 @@ struct Resource {
   std::string label_selector;  // as in kubectl -l
 };
 
-enum class EventType { kAdded, kModified, kDeleted };
-
 // One line of a watch stream, decoded: `{"type": "ADDED", "object": {...}}`.
 struct WatchEvent {
   enum class Kind { kObject, kBookmark, kError, kOther };
@@ -54,20 +53,6 @@ struct WatchEvent {
 // Decodes one watch line. InvalidArgument when it is not a JSON object with a string "type".
 // Unknown types decode as kOther (skipped by the reflector).
 webhook::Result<WatchEvent> decode_watch_event(std::string_view line);
-
-class Sink {
- public:
-  virtual ~Sink() = default;
-  // A list begins; its objects come through listed(), then list_end() makes them the whole
-  // state. list_abort() drops them (the list failed; the previous state stays).
-  virtual void list_begin() = 0;
-  virtual void listed(const nlohmann::json& object) = 0;
-  virtual void list_end() = 0;
-  virtual void list_abort() = 0;
-  virtual void event(EventType type, const nlohmann::json& object) = 0;
-  // Whether a watch stream is established.
-  virtual void watch_connected(bool /*connected*/) {}
-};
 
 struct ReflectorOptions {
   int page_size = 500;                                   // limit= of each list page

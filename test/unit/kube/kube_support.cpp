@@ -14,43 +14,6 @@
 
 namespace testing {
 
-kube::TimePoint FakeClock::now() const {
-  std::lock_guard lock(mu_);
-  return std::chrono::steady_clock::now() + offset_;
-}
-
-std::chrono::system_clock::time_point FakeClock::wall_now() const {
-  std::lock_guard lock(mu_);
-  return std::chrono::system_clock::now() +
-         std::chrono::duration_cast<std::chrono::system_clock::duration>(offset_);
-}
-
-bool FakeClock::sleep_for(kube::Duration d, std::stop_token stop) {
-  {
-    std::lock_guard lock(mu_);
-    offset_ += d;
-    slept_ += d;
-    ++sleeps_;
-  }
-  std::this_thread::sleep_for(std::min<kube::Duration>(d, std::chrono::milliseconds(2)));
-  return !stop.stop_requested();
-}
-
-void FakeClock::advance(kube::Duration d) {
-  std::lock_guard lock(mu_);
-  offset_ += d;
-}
-
-int FakeClock::sleeps() const {
-  std::lock_guard lock(mu_);
-  return sleeps_;
-}
-
-kube::Duration FakeClock::slept() const {
-  std::lock_guard lock(mu_);
-  return slept_;
-}
-
 bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds limit) {
   auto end = std::chrono::steady_clock::now() + limit;
   while (std::chrono::steady_clock::now() < end) {

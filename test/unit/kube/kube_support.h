@@ -20,23 +20,8 @@ namespace testing {
 
 using json = nlohmann::json;
 
-// Real time plus an offset (steady and wall clock alike): sleeps add to the offset and return
-// after at most 2 ms, so backoff costs nothing; advance() moves time forward (claim expiry).
-class FakeClock : public kube::Clock {
- public:
-  kube::TimePoint now() const override;
-  std::chrono::system_clock::time_point wall_now() const override;
-  bool sleep_for(kube::Duration d, std::stop_token stop) override;
-  void advance(kube::Duration d);
-  int sleeps() const;
-  kube::Duration slept() const;
-
- private:
-  mutable std::mutex mu_;
-  kube::Duration offset_{0};
-  kube::Duration slept_{0};
-  int sleeps_ = 0;
-};
+// Real time plus an offset; sleeps return at once (kube/clock.h).
+using FakeClock = kube::FakeClock;
 
 // Polls `pred` every 5 ms for at most `limit` (a bound against hangs, not a timing assertion).
 bool eventually(const std::function<bool()>& pred,

@@ -80,16 +80,7 @@ void FakeCluster::load(const std::string& path) {
       objects.push_back(std::move(d));
     }
   }
-  for (const json& o : objects) {
-    std::string kind = o.value("kind", "");
-    if (kind == "Pod") {
-      pods.add(o);
-    } else if (kind == "Node") {
-      nodes.add(o);
-    } else if (kind == "Service") {
-      services.add(o);
-    }
-  }
+  state.list(objects);
 }
 
 admission::Config config_from(const json& flags) {

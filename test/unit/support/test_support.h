@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "admission/handler.h"
-#include "admission/static_sources.h"
+#include "kube/listed_cluster.h"
 
 namespace testing {
 
@@ -31,18 +31,18 @@ json check_golden(const std::string& path, const json& actual);
 // every patch a unit test produces goes through Kubernetes' own JSON Patch code.
 void record_patch(const std::string& name, const json& pod, const json& patch);
 
-// A cluster for the Handler: Pods (legacy placement), Nodes and headless Services.
+// A cluster for the Handler: Pods (legacy placement), Nodes and headless Services, held by the
+// server's own classes as webhook-dryrun --existing fills them (kube::ListedCluster).
 struct FakeCluster {
-  admission::StaticPodSource pods;
-  admission::StaticNodeSource nodes;
-  admission::StaticServiceSource services;
-  // Loads Pods, Nodes and Services from a YAML/JSON file (a List or multi-document YAML).
+  kube::ListedCluster state;
+  // Lists the Pods, Nodes and Services of a YAML/JSON file (a List or multi-document YAML).
   void load(const std::string& path);
 };
 
 // A Handler over a FakeCluster.
 struct Harness {
-  explicit Harness(admission::Config config = {}) : handler(config, cluster.pods, cluster.nodes, cluster.services) {}
+  explicit Harness(admission::Config config = {})
+      : handler(config, cluster.state.pods(), cluster.state.nodes(), cluster.state.services()) {}
   FakeCluster cluster;
   admission::Handler handler;
 };

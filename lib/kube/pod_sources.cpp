@@ -1,0 +1,83 @@
+#include "kube/pod_sources.h"
+
+#include <algorithm>
+
+namespace kube {
+
+using podpatch::Holder;
+using podpatch::Slot;
+
+webhook::Status check_placeable(const SliceRegistry& pods, const podpatch::PlaceRequest& request) {
+  if (request.hosts < 1) {
+    return webhook::invalid_argument("a slice has at least one host");
+  }
+  if (!pods.synced()) {
+    return webhook::Error{
+        webhook::ErrorCode::kUnavailable,
+        "the webhook is starting and has not yet listed the cluster's Pods, so it cannot place a "
+        "Pod without KubeRay's index labels (legacy placement) yet; the Pod's creation fails and "
+        "KubeRay retries it shortly (Pods with KubeRay's index labels are not affected)"};
+  }
+  return {};
+}
+
+webhook::Result<Slot> choose_free_slot(std::vector<Holder> pods,
+                                       std::span<const Reservation> reserved, int hosts,
+                                       const podpatch::GroupKey& key,
+                                       const std::function<void(std::size_t)>& shown) {
+  const std::size_t shown_pods = pods.size();
+  auto held = [&](Slot slot, std::size_t begin, std::size_t end) {
+    return std::any_of(pods.begin() + static_cast<long>(begin),
+                       pods.begin() + static_cast<long>(end),
+                       [&](const Holder& h) { return h.slot == slot; });
+  };
+  for (std::size_t i = 0; i < reserved.size(); ++i) {
+    const Reservation& r = reserved[i];
+    if (held(r.slot, 0, shown_pods)) {
+      if (shown) {
+        shown(i);
+      }
+      continue;
+    }
+    // A source that saw a reserved Pod come and go hands its slot out again, so a slot can carry
+    // an old reservation and a new one until the old one ends.
+    if (!held(r.slot, shown_pods, pods.size())) {
+      pods.push_back({r.holder, r.slot});
+    }
+  }
+  return podpatch::choose_slot(pods, hosts, key);
+}
+
+webhook::Result<Slot> LocalPodSource::place(const podpatch::PlaceRequest& request) {
+  if (webhook::Status s = check_placeable(pods_, request); !s) {
+    return s.error();
+  }
+  std::lock_guard lock(mu_);
+  std::vector<Reservation>& reserved = reserved_[request.key];
+  std::vector<std::size_t> seen;
+  webhook::Result<Slot> slot =
+      choose_free_slot(pods_.holders(request.key), reserved, request.hosts, request.key,
+                       [&](std::size_t i) { seen.push_back(i); });
+  for (auto i = seen.rbegin(); i != seen.rend(); ++i) {
+    reserved.erase(reserved.begin() + static_cast<long>(*i));  // the registry holds its Pod now
+  }
+  if (slot && !request.dry_run) {
+    reserved.push_back({*slot, "(Pod admitted #" + std::to_string(++admitted_) + ")"});
+  }
+  return slot;
+}
+
+webhook::Result<Slot> DisabledPodSource::place(const podpatch::PlaceRequest& request) {
+  return webhook::Error{
+      webhook::ErrorCode::kFailedPrecondition,
+      "the Pod has no KubeRay index labels (ray.io/worker-group-replica-index" +
+          std::string(request.hosts > 1 ? ", ray.io/replica-host-index" : "") +
+          ") and this webhook runs without legacy placement, so it cannot tell which host of "
+          "worker group \"" +
+          request.key.group +
+          "\" it is; enable KubeRay's RayMultiHostIndexing feature gate (KubeRay >= 1.5) or run "
+          "the webhook with --legacy-indexing=auto or on (Helm value tpuWebhook.legacyIndexing, "
+          "default \"auto\")"};
+}
+
+}  // namespace kube
