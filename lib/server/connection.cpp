@@ -1,6 +1,7 @@
 #include "server/connection.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -53,6 +54,8 @@ std::string ssl_failure() {
 
 Connection::Connection(int fd, SSL* ssl, ConnectionLimits limits)
     : fd_(fd), ssl_(ssl), limits_(limits), in_(new char[kInBufferBytes]) {
+  int flags = fcntl(fd_, F_GETFL, 0);
+  fcntl(fd_, F_SETFL, flags | O_NONBLOCK);  // every wait below is a poll() with a deadline
   sockaddr_storage addr{};
   socklen_t len = sizeof(addr);
   if (getpeername(fd_, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {

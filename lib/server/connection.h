@@ -15,6 +15,10 @@
 // holds a worker for ever), reads TLS one byte at a time while parsing headers, and writes the
 // head and body of a response in two TLS records. Here a request must arrive whole within
 // read_timeout, reads are buffered, and responses are flushed once.
+//
+// httplib reads a request and writes its response only through this Stream (read, write,
+// get_*_ip_and_port), never through the descriptor socket() returns; server::HttpServer's
+// transport seam relies on that (http_server.h).
 
 #include <chrono>
 #include <cstddef>
@@ -41,7 +45,8 @@ class Connection final : public httplib::Stream {
     kClosed,       // the connection failed
   };
 
-  // Takes ownership of `ssl` (may be null) and of `fd`, which must be a connected socket.
+  // Takes ownership of `ssl` (may be null) and of `fd`, which must be a connected socket; makes
+  // it non-blocking.
   Connection(int fd, SSL* ssl, ConnectionLimits limits);
   ~Connection() override;
   Connection(const Connection&) = delete;

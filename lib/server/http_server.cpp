@@ -1,8 +1,5 @@
 #include "server/http_server.h"
 
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -18,22 +15,6 @@ namespace server {
 namespace {
 
 constexpr int kBacklog = 1024;
-
-// What a handler on this thread may ask of the connection it serves.
-struct ConnectionRequests {
-  bool close = false;
-  bool linger = false;
-  const Connection* conn = nullptr;
-};
-thread_local ConnectionRequests* tl_connection = nullptr;
-
-class ConnectionScope {
- public:
-  explicit ConnectionScope(ConnectionRequests& r) { tl_connection = &r; }
-  ~ConnectionScope() { tl_connection = nullptr; }
-  ConnectionScope(const ConnectionScope&) = delete;
-  ConnectionScope& operator=(const ConnectionScope&) = delete;
-};
 
 // httplib's task queue, one task per connection: threads start on demand up to `max`; when all
 // are busy a task waits and `pressure` is raised (idle keep-alive connections watch it and give
@@ -118,10 +99,26 @@ void WakeFd::clear() const {
   [[maybe_unused]] ssize_t n = ::read(fd_, &value, sizeof(value));
 }
 
+// What a route handler on this thread asked of the connection it runs on.
+struct HttpServer::HandlerRequests {
+  bool close = false;
+  bool linger = false;
+  const Connection* conn = nullptr;
+};
+
+thread_local HttpServer::HandlerRequests* HttpServer::current_requests_ = nullptr;
+
 HttpServer::HttpServer(HttpServerOptions options, const Log& log)
     : options_(std::move(options)), log_(log) {
   new_task_queue = [this] { return new WorkerPool(options_.max_threads, pressure_fd_); };
-  set_socket_options(reuse_address);
+  // Accepted sockets inherit TCP_NODELAY from the listener.
+  set_tcp_nodelay(true);
+  // Instead of httplib's default (SO_REUSEPORT). httplib calls this on each socket it is about
+  // to bind; bind() raises the backlog of the one it listens on.
+  set_socket_options([this](socket_t sock) {
+    reuse_address(sock);
+    bound_socket_ = sock;
+  });
   // Only for the Keep-Alive header httplib writes; the loop below enforces both limits.
   set_keep_alive_max_count(static_cast<std::size_t>(options_.max_requests_per_connection));
   set_keep_alive_timeout(
@@ -139,6 +136,7 @@ webhook::Result<int> HttpServer::bind(const ListenAddress& address) {
   int saved_errno = 0;
   for (const std::string& host : hosts) {
     errno = 0;
+    bound_socket_ = INVALID_SOCKET;
     port = address.port == 0 ? bind_to_any_port(host) : (bind_to_port(host, address.port)
                                                               ? address.port
                                                               : -1);
@@ -154,7 +152,8 @@ webhook::Result<int> HttpServer::bind(const ListenAddress& address) {
                                                 : "the address is not usable") +
                               " (is another process using the port?)"};
   }
-  ::listen(svr_sock_, kBacklog);  // httplib 0.11 listens with a backlog of 5
+  // httplib 0.11 listens with a backlog of 5; listen() again on the listening socket raises it.
+  ::listen(bound_socket_, kBacklog);
   return port;
 }
 
@@ -178,82 +177,96 @@ void HttpServer::stop_serving() {
 }
 
 void HttpServer::close_after_response(bool unread_body) {
-  if (tl_connection != nullptr) {
-    tl_connection->close = true;
-    tl_connection->linger = tl_connection->linger || unread_body;
+  if (current_requests_ != nullptr) {
+    current_requests_->close = true;
+    current_requests_->linger = current_requests_->linger || unread_body;
   }
 }
 
 bool HttpServer::request_timed_out() {
-  return tl_connection != nullptr && tl_connection->conn != nullptr &&
-         tl_connection->conn->timed_out();
+  return current_requests_ != nullptr && current_requests_->conn != nullptr &&
+         current_requests_->conn->timed_out();
 }
 
+// The transport seam (see http_server.h): the only override of httplib internals.
 bool HttpServer::process_and_close_socket(socket_t sock) {
-  int flags = fcntl(sock, F_GETFL, 0);
-  fcntl(sock, F_SETFL, flags | O_NONBLOCK);
-  int yes = 1;
-  setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof(yes));
+  serve_connection(sock);
+  return true;  // httplib's accept loop ignores it
+}
+
+void HttpServer::serve_connection(socket_t sock) {
   if (options_.on_connection_open) {
     options_.on_connection_open();
   }
   SSL* ssl = options_.ssl_ctx != nullptr ? SSL_new(options_.ssl_ctx) : nullptr;
   Connection conn(sock, ssl, options_.limits);
-  ConnectionRequests requests;
-  ConnectionScope scope(requests);
+  HandlerRequests requests;
+  struct Scope {  // route handlers on this thread reach `requests` through current_requests_
+    explicit Scope(HandlerRequests& r) { current_requests_ = &r; }
+    ~Scope() { current_requests_ = nullptr; }
+  } scope(requests);
   std::string why;
   int served = 0;
-  bool ok = (options_.ssl_ctx == nullptr || ssl != nullptr) && conn.handshake();
-  if (!ok) {
+  if ((options_.ssl_ctx == nullptr || ssl != nullptr) && conn.handshake()) {
+    why = serve_requests(conn, requests, served);
+  } else {
     why = conn.error();
   }
-  while (ok) {
-    // A new connection must send its first request within read_timeout (even while stopping:
-    // it was accepted, so it is answered once); later, an idle connection waits up to
-    // idle_timeout and gives way to stop() and to connections waiting for a worker.
-    Connection::Ready ready;
-    if (served == 0) {
-      ready = conn.wait_for_request({}, options_.limits.read_timeout);
-    } else {
-      const int wake[] = {stop_fd_.fd(), pressure_fd_.fd()};
-      ready = conn.wait_for_request(wake, options_.idle_timeout);
-    }
-    if (ready != Connection::Ready::kRequest) {
-      why = ready == Connection::Ready::kTimeout       ? "idle"
-            : ready == Connection::Ready::kInterrupted ? (stopping_ ? "stopping" : "yielded")
-                                                       : conn.error();
-      break;
-    }
-    conn.start_request();
-    bool last = stopping_ || served + 1 >= options_.max_requests_per_connection;
-    bool connection_closed = false;
-    requests = {};
-    requests.conn = &conn;
-    ok = process_request(conn, last, connection_closed, nullptr);
-    ok = conn.flush() && ok;
-    served += ok ? 1 : 0;
-    if (!ok || conn.timed_out()) {
-      why = conn.over_budget() ? "request over the size limit" : conn.error();
-    }
-    // A timed-out request was answered (408) but ends its connection.
-    if (!ok || connection_closed || last || requests.close || conn.timed_out()) {
-      break;
-    }
-  }
-  if (log_.enabled(1)) {
-    std::string ip;
-    int port = 0;
-    conn.get_remote_ip_and_port(ip, port);
-    log_.debug(1, "connection closed",
-               {{"remote", ip + ":" + std::to_string(port)},
-                {"requests", served},
-                {"reason", why.empty() ? std::string("done") : why}});
-  }
+  log_closed(conn, served, why);
   conn.close(requests.linger);
   if (options_.on_connection_close) {
     options_.on_connection_close();
   }
-  return true;
+}
+
+std::string HttpServer::serve_requests(Connection& conn, HandlerRequests& requests, int& served) {
+  for (;;) {
+    Connection::Ready ready = await_request(conn, served);
+    if (ready != Connection::Ready::kRequest) {
+      return ready == Connection::Ready::kTimeout       ? "idle"
+             : ready == Connection::Ready::kInterrupted ? (stopping_ ? "stopping" : "yielded")
+                                                        : conn.error();
+    }
+    conn.start_request();
+    bool last = stopping_ || served + 1 >= options_.max_requests_per_connection;
+    bool connection_closed = false;  // the request said "Connection: close" (or was HTTP/1.0)
+    requests = {};
+    requests.conn = &conn;
+    bool ok = process_request(conn, last, connection_closed, nullptr);
+    ok = conn.flush() && ok;
+    served += ok ? 1 : 0;
+    // A timed-out request was answered (408) but ends its connection.
+    if (!ok || conn.timed_out()) {
+      return conn.over_budget() ? "request over the size limit" : conn.error();
+    }
+    if (connection_closed || last || requests.close) {
+      return "";
+    }
+  }
+}
+
+Connection::Ready HttpServer::await_request(Connection& conn, int served) {
+  // A new connection must send its first request within read_timeout (even while stopping: it
+  // was accepted, so it is answered once); later, an idle connection waits up to idle_timeout
+  // and gives way to stop_serving() and to connections waiting for a worker.
+  if (served == 0) {
+    return conn.wait_for_request({}, options_.limits.read_timeout);
+  }
+  const int wake[] = {stop_fd_.fd(), pressure_fd_.fd()};
+  return conn.wait_for_request(wake, options_.idle_timeout);
+}
+
+void HttpServer::log_closed(const Connection& conn, int served, const std::string& why) const {
+  if (!log_.enabled(1)) {
+    return;
+  }
+  std::string ip;
+  int port = 0;
+  conn.get_remote_ip_and_port(ip, port);
+  log_.debug(1, "connection closed",
+             {{"remote", ip + ":" + std::to_string(port)},
+              {"requests", served},
+              {"reason", why.empty() ? std::string("done") : why}});
 }
 
 }  // namespace server
