@@ -26,7 +26,10 @@ inline constexpr int kExitUsage = 2;
 // Runs the CLI on `args` (argv without the program name).
 int run_cli(const std::vector<std::string>& args, CliIo io);
 
-// The --help text.
+// The --help text; its flags are generated from the table run_cli parses with.
 std::string usage();
+
+// Every flag run_cli accepts, as --help spells it ("-o", "--output", "--existing", ...).
+std::vector<std::string> flag_spellings();
 
 }  // namespace dryrun

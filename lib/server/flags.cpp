@@ -1,15 +1,17 @@
 #include "server/flags.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <limits>
-#include <map>
 #include <optional>
+#include <utility>
 
+#include "admission/config_flags.h"
 #include "base/encoding/base64.h"
-#include "base/text/text.h"
-#include "topology/names.h"
+#include "base/flags/flags.h"
 #include "base/text/numbers.h"
+#include "base/text/text.h"
 
 #ifndef WEBHOOK_VERSION
 #define WEBHOOK_VERSION "0.0.0"
@@ -26,166 +28,209 @@ constexpr std::size_t kMaxBodyBytes = 256 * 1024 * 1024;
 constexpr int kMaxThreads = 4096;
 constexpr int kMaxVerbosity = 4;
 
-// One flag: how to apply its value. Boolean flags take no value (or =true/=false).
-struct FlagSpec {
-  bool boolean = false;
-  std::function<webhook::Status(Flags&, std::string_view value)> apply;
-};
-
-webhook::Status bad_value(std::string_view flag, std::string_view value, std::string_view want) {
-  return invalid_argument("--" + std::string(flag) + "=" + std::string(value) + ": " +
-                          std::string(want));
-}
+using webhook::flags::Flag;
+using webhook::flags::FlagTable;
+using webhook::flags::Kind;
 
 // A duration flag that must be positive and at most `max`.
-FlagSpec duration_flag(std::chrono::milliseconds Flags::*field, std::string_view name,
-                       std::chrono::milliseconds max) {
-  return {false, [field, name, max](Flags& f, std::string_view v) -> webhook::Status {
+Flag<Flags> duration_flag(std::string name, std::chrono::milliseconds Flags::*field,
+                          std::chrono::milliseconds max, std::string help) {
+  return {.name = std::move(name),
+          .value_name = "DURATION",
+          .help = std::move(help),
+          .apply = [field, max](Flags& f, std::string_view v) -> webhook::Status {
             webhook::Result<std::chrono::nanoseconds> d = parse_duration(v);
             if (!d) {
-              return bad_value(name, v, d.error().message);
+              return d.error();
             }
             if (*d <= 0ns || *d > max) {
-              return bad_value(name, v,
-                               "must be more than 0 and at most " +
-                                   std::to_string(max.count() / 1000) + "s");
+              return invalid_argument("must be more than 0 and at most " +
+                                      std::to_string(max.count() / 1000) + "s");
             }
             f.*field = std::chrono::ceil<std::chrono::milliseconds>(*d);
             return {};
           }};
 }
 
-FlagSpec port_flag(int topology::Ports::*field, std::string_view name) {
-  return {false, [field, name](Flags& f, std::string_view v) -> webhook::Status {
-            std::optional<std::int64_t> n = webhook::parse_non_negative(v, 65535);
-            if (!n || *n == 0) {
-              return bad_value(name, v, "expected a port number from 1 to 65535");
-            }
-            f.handler.ports.*field = static_cast<int>(*n);
-            return {};
-          }};
-}
-
-FlagSpec address_flag(ListenAddress Flags::*field, std::string_view name) {
-  return {false, [field, name](Flags& f, std::string_view v) -> webhook::Status {
+Flag<Flags> address_flag(std::string name, ListenAddress Flags::*field, std::string help) {
+  return {.name = std::move(name),
+          .value_name = "HOST:PORT",
+          .help = std::move(help),
+          .apply = [field](Flags& f, std::string_view v) -> webhook::Status {
             webhook::Result<ListenAddress> a = parse_listen_address(v);
             if (!a) {
-              return bad_value(name, v, a.error().message);
+              return a.error();
             }
             f.*field = *a;
             return {};
           }};
 }
 
-FlagSpec string_flag(std::string Flags::*field) {
-  return {false, [field](Flags& f, std::string_view v) -> webhook::Status {
+Flag<Flags> string_flag(std::string name, std::string value_name, std::string Flags::*field,
+                        std::string help) {
+  return {.name = std::move(name),
+          .value_name = std::move(value_name),
+          .help = std::move(help),
+          .apply = [field](Flags& f, std::string_view v) -> webhook::Status {
             f.*field = std::string(v);
             return {};
           }};
 }
 
-FlagSpec int_flag(std::string_view name, std::int64_t min, std::int64_t max,
-                  std::function<void(Flags&, std::int64_t)> set) {
-  return {false, [name, min, max, set](Flags& f, std::string_view v) -> webhook::Status {
+Flag<Flags> int_flag(std::string name, std::string value_name, std::int64_t min, std::int64_t max,
+                     std::function<void(Flags&, std::int64_t)> set, std::string help) {
+  return {.name = std::move(name),
+          .value_name = std::move(value_name),
+          .help = std::move(help),
+          .apply = [min, max, set](Flags& f, std::string_view v) -> webhook::Status {
             std::optional<std::int64_t> n = webhook::parse_non_negative(v);
             if (!n || *n < min || *n > max) {
-              return bad_value(name, v,
-                               "expected a whole number from " + std::to_string(min) + " to " +
-                                   std::to_string(max));
+              return invalid_argument("expected a whole number from " + std::to_string(min) +
+                                      " to " + std::to_string(max));
             }
             set(f, *n);
             return {};
           }};
 }
 
-FlagSpec base64_pem_flag(std::string Flags::*field, std::string_view name) {
-  return {false, [field, name](Flags& f, std::string_view v) -> webhook::Status {
+// The value is never echoed in an error: it may be a private key.
+Flag<Flags> base64_pem_flag(std::string name, std::string Flags::*field, std::string help) {
+  return {.name = std::move(name),
+          .value_name = "BASE64",
+          .help = std::move(help),
+          .apply = [field](Flags& f, std::string_view v) -> webhook::Status {
             std::optional<std::string> pem = webhook::base64_decode(v);
             if (!pem || pem->find("-----BEGIN ") == std::string::npos) {
-              // Never echo the value: it may be a private key.
-              return invalid_argument("--" + std::string(name) +
-                                      ": expected base64 of a PEM file (base64 -w0 tls.crt)");
+              return invalid_argument("expected base64 of a PEM file (base64 -w0 tls.crt)");
             }
             f.*field = std::move(*pem);
             return {};
+          },
+          .secret = true};
+}
+
+// A flag whose value is one of `choices` (word, enum value).
+template <class E>
+Flag<Flags> choice_flag(std::string name, std::string value_name, E Flags::*field,
+                        std::vector<std::pair<std::string, E>> choices, std::string expected,
+                        std::string help) {
+  return {.name = std::move(name),
+          .value_name = std::move(value_name),
+          .help = std::move(help),
+          .apply = [field, choices, expected](Flags& f, std::string_view v) -> webhook::Status {
+            for (const auto& [word, value] : choices) {
+              if (v == word) {
+                f.*field = value;
+                return {};
+              }
+            }
+            return invalid_argument(expected);
           }};
 }
 
-const std::map<std::string, FlagSpec, std::less<>>& specs() {
-  static const std::map<std::string, FlagSpec, std::less<>> table = {
-      {"bind-address", address_flag(&Flags::bind_address, "bind-address")},
-      {"health-address", address_flag(&Flags::health_address, "health-address")},
-      {"tls-cert-file", string_flag(&Flags::tls_cert_file)},
-      {"tls-private-key-file", string_flag(&Flags::tls_key_file)},
-      {"server-cert", base64_pem_flag(&Flags::server_cert_pem, "server-cert")},
-      {"server-key", base64_pem_flag(&Flags::server_key_pem, "server-key")},
-      {"kube-config-path", string_flag(&Flags::kube_config_path)},
-      {"legacy-indexing",
-       {false,
-        [](Flags& f, std::string_view v) -> webhook::Status {
-          if (v == "auto") {
-            f.legacy_indexing = LegacyIndexing::kAuto;
-          } else if (v == "on") {
-            f.legacy_indexing = LegacyIndexing::kOn;
-          } else if (v == "off") {
-            f.legacy_indexing = LegacyIndexing::kOff;
-          } else {
-            return bad_value("legacy-indexing", v, "expected auto, on or off");
-          }
-          return {};
-        }}},
-      {"reservation-ttl", duration_flag(&Flags::reservation_ttl, "reservation-ttl", 1h)},
-      {"claim-timeout", duration_flag(&Flags::claim_timeout, "claim-timeout", 30s)},
-      {"namespace", string_flag(&Flags::namespace_name)},
-      {"kuberay-version",
-       {false,
-        [](Flags& f, std::string_view v) -> webhook::Status {
-          webhook::Result<topology::KubeRayVersion> version = topology::parse_kuberay_version(v);
-          if (!version) {
-            return bad_value("kuberay-version", v, version.error().message);
-          }
-          f.handler.kuberay = *version;
-          return {};
-        }}},
-      {"tpu-process-port-base",
-       port_flag(&topology::Ports::tpu_process_base, "tpu-process-port-base")},
-      {"megascale-port-base", port_flag(&topology::Ports::megascale_base, "megascale-port-base")},
-      {"device-plugin-port", port_flag(&topology::Ports::device_plugin, "device-plugin-port")},
-      {"max-body-bytes",
-       int_flag("max-body-bytes", kMinBodyBytes, kMaxBodyBytes,
-                [](Flags& f, std::int64_t n) { f.max_body_bytes = static_cast<std::size_t>(n); })},
-      {"read-timeout", duration_flag(&Flags::read_timeout, "read-timeout", 10min)},
-      {"shutdown-timeout", duration_flag(&Flags::shutdown_timeout, "shutdown-timeout", 10min)},
-      {"threads", int_flag("threads", 1, kMaxThreads,
-                           [](Flags& f, std::int64_t n) { f.threads = static_cast<int>(n); })},
-      {"log-format",
-       {false,
-        [](Flags& f, std::string_view v) -> webhook::Status {
-          if (v == "text") {
-            f.log_format = LogFormat::kText;
-          } else if (v == "json") {
-            f.log_format = LogFormat::kJson;
-          } else {
-            return bad_value("log-format", v, "expected text or json");
-          }
-          return {};
-        }}},
-      {"v", int_flag("v", 0, kMaxVerbosity,
-                     [](Flags& f, std::int64_t n) { f.verbosity = static_cast<int>(n); })},
-      {"help", {true, [](Flags& f, std::string_view) -> webhook::Status {
-                  f.help = true;
-                  return {};
-                }}},
-      {"h", {true, [](Flags& f, std::string_view) -> webhook::Status {
-               f.help = true;
-               return {};
-             }}},
-      {"version", {true, [](Flags& f, std::string_view) -> webhook::Status {
-                     f.version = true;
-                     return {};
-                   }}},
-  };
-  return table;
+Flag<Flags> stop_flag(std::string name, std::string alias, bool Flags::*field, std::string help) {
+  return {.name = std::move(name),
+          .alias = std::move(alias),
+          .help = std::move(help),
+          .kind = Kind::kBoolean,
+          .apply = [field](Flags& f, std::string_view) -> webhook::Status {
+            f.*field = true;
+            return {};
+          },
+          .stops = true};
+}
+
+void add_serving_flags(FlagTable<Flags>& t) {
+  t.section("Serving")
+      .add(address_flag("bind-address", &Flags::bind_address,
+                        "HTTPS address of POST /mutate and POST /validate (default :9443)"))
+      .add(address_flag("health-address", &Flags::health_address,
+                        "plain-HTTP address of /healthz, /readyz and /metrics\n(default :8081)"))
+      .add(string_flag("tls-cert-file", "FILE", &Flags::tls_cert_file,
+                       "serving certificate (PEM, chain allowed), reloaded when it changes "
+                       "(default /etc/kuberay-tpu-webhook/tls/tls.crt)"))
+      .add(string_flag("tls-private-key-file", "FILE", &Flags::tls_key_file,
+                       "its private key (default /etc/kuberay-tpu-webhook/tls/tls.key)"))
+      .add(base64_pem_flag("server-cert", &Flags::server_cert_pem,
+                           "the certificate as base64 PEM instead of the files (no reload)"))
+      .add(base64_pem_flag("server-key", &Flags::server_key_pem,
+                           "the key as base64 PEM; goes with --server-cert"))
+      .add(int_flag(
+          "max-body-bytes", "N", kMinBodyBytes, kMaxBodyBytes,
+          [](Flags& f, std::int64_t n) { f.max_body_bytes = static_cast<std::size_t>(n); },
+          "largest request body; larger is answered 413 (default 7340032)"))
+      .add(duration_flag("read-timeout", &Flags::read_timeout, 10min,
+                         "time a client has to send one request, TLS handshake included "
+                         "(default 10s)"))
+      .add(duration_flag("shutdown-timeout", &Flags::shutdown_timeout, 10min,
+                         "on SIGTERM/SIGINT, time to finish in-flight requests before exiting "
+                         "(default 15s)"))
+      .add(int_flag(
+          "threads", "N", 1, kMaxThreads,
+          [](Flags& f, std::int64_t n) { f.threads = static_cast<int>(n); },
+          "connections served at once (default 64)"));
+}
+
+void add_placement_flags(FlagTable<Flags>& t) {
+  t.section("Placement")
+      .add(choice_flag<LegacyIndexing>(
+          "legacy-indexing", "auto|on|off", &Flags::legacy_indexing,
+          {{"auto", LegacyIndexing::kAuto},
+           {"on", LegacyIndexing::kOn},
+           {"off", LegacyIndexing::kOff}},
+          "expected auto, on or off",
+          "place Pods without KubeRay's index labels (KubeRay 1.4, or 1.5 without "
+          "RayMultiHostIndexing) from the cluster's Pods and slot claims shared by every replica "
+          "(needs API access; auto, the default: on when API access is configured, which in a "
+          "Pod means always)"))
+      .add(string_flag("kube-config-path", "FILE", &Flags::kube_config_path,
+                       "kubeconfig for API access (default: in-cluster config)"))
+      .add(duration_flag("reservation-ttl", &Flags::reservation_ttl, 1h,
+                         "how long a slot claim holds its slot for a Pod the Pod watch has not "
+                         "shown yet (default 10s)"))
+      .add(duration_flag("claim-timeout", &Flags::claim_timeout, 30s,
+                         "budget for writing one slot claim, retries included; then the Pod is "
+                         "denied as retryable (default 3s; keep it well under the webhook "
+                         "configuration's timeoutSeconds)"))
+      .add(string_flag("namespace", "NS", &Flags::namespace_name,
+                       "namespace of the claim Leases when neither POD_NAMESPACE nor the service "
+                       "account's namespace file "
+                       "(/var/run/secrets/kubernetes.io/serviceaccount/namespace) is set; the "
+                       "first of the three that is set wins\n"
+                       "Env: POD_NAME names this replica in its claims (else the host name)."))
+      .add(admission::config_flags(), &Flags::handler);
+}
+
+void add_logging_flags(FlagTable<Flags>& t) {
+  t.section("Logging")
+      .add(choice_flag<LogFormat>("log-format", "text|json", &Flags::log_format,
+                                  {{"text", LogFormat::kText}, {"json", LogFormat::kJson}},
+                                  "expected text or json",
+                                  "one line per admission as text or JSON (default text)"))
+      .add(int_flag(
+          "v", "0..4", 0, kMaxVerbosity,
+          [](Flags& f, std::int64_t n) { f.verbosity = static_cast<int>(n); },
+          "verbosity: 0 admissions, reloads and errors; 1 connection and TLS events; 2 request "
+          "details; 3-4 patches (default 0)"));
+}
+
+const FlagTable<Flags>& table() {
+  static const FlagTable<Flags> flags = [] {
+    FlagTable<Flags> t;
+    add_serving_flags(t);
+    add_placement_flags(t);
+    add_logging_flags(t);
+    t.section("")
+        .add(stop_flag("help", "h", &Flags::help, "this text"))
+        .add(stop_flag("version", "", &Flags::version, "print the version"));
+    t.positional([](Flags&, std::string_view arg) -> webhook::Status {
+      return invalid_argument("unexpected argument " + webhook::quote(arg) +
+                              "; every setting is a flag such as --bind-address=:9443 "
+                              "(see --help)");
+    });
+    return t;
+  }();
+  return flags;
 }
 
 }  // namespace
@@ -283,52 +328,16 @@ webhook::Result<std::chrono::nanoseconds> parse_duration(std::string_view text) 
 
 webhook::Result<Flags> parse_flags(const std::vector<std::string>& args) {
   Flags flags;
-  bool cert_files_given = false;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    std::string_view arg = args[i];
-    if (!arg.starts_with('-') || arg == "-" || arg == "--") {
-      return invalid_argument("unexpected argument " + webhook::quote(arg) +
-                              "; every setting is a flag such as --bind-address=:9443 "
-                              "(see --help)");
-    }
-    std::string_view body = arg.substr(arg.starts_with("--") ? 2 : 1);
-    std::optional<std::string_view> value;
-    if (std::size_t eq = body.find('='); eq != std::string_view::npos) {
-      value = body.substr(eq + 1);
-      body = body.substr(0, eq);
-    }
-    auto spec = specs().find(body);
-    if (spec == specs().end()) {
-      return invalid_argument("unknown flag --" + std::string(body) + " (see --help)");
-    }
-    const FlagSpec& s = spec->second;
-    if (s.boolean) {
-      if (value && *value != "true" && *value != "false") {
-        return bad_value(body, *value, "expected true or false").error();
-      }
-      if (!value || *value == "true") {
-        if (webhook::Status st = s.apply(flags, "true"); !st) {
-          return st.error();
-        }
-      }
-      if (flags.help || flags.version) {
-        return flags;
-      }
-      continue;
-    }
-    if (!value) {
-      if (i + 1 >= args.size()) {
-        return invalid_argument("flag --" + std::string(body) + " needs a value (see --help)");
-      }
-      value = args[++i];
-    }
-    if (webhook::Status st = s.apply(flags, *value); !st) {
-      return st.error();
-    }
-    if (body == "tls-cert-file" || body == "tls-private-key-file") {
-      cert_files_given = true;
-    }
+  std::vector<std::string> given;
+  if (webhook::Status st = table().parse(args, flags, &given); !st) {
+    return st.error();
   }
+  if (flags.help || flags.version) {
+    return flags;
+  }
+  bool cert_files_given = std::any_of(given.begin(), given.end(), [](const std::string& name) {
+    return name == "tls-cert-file" || name == "tls-private-key-file";
+  });
   bool inline_cert = !flags.server_cert_pem.empty();
   bool inline_key = !flags.server_key_pem.empty();
   if (inline_cert != inline_key) {
@@ -346,63 +355,17 @@ webhook::Result<Flags> parse_flags(const std::vector<std::string>& args) {
   return flags;
 }
 
+std::vector<std::string> flag_spellings() { return table().spellings(); }
+
 std::string version_text() { return std::string("kuberay-tpu-webhook ") + WEBHOOK_VERSION; }
 
 std::string usage() {
-  return R"(kuberay-tpu-webhook: the admission webhook that wires KubeRay TPU worker Pods into slices.
-
-Usage: kuberay-tpu-webhook [flags]       (flags as --name=value or --name value)
-
-Serving:
-  --bind-address=HOST:PORT        HTTPS address of POST /mutate and POST /validate (default :9443)
-  --health-address=HOST:PORT      plain-HTTP address of /healthz, /readyz and /metrics
-                                  (default :8081)
-  --tls-cert-file=FILE            serving certificate (PEM, chain allowed), reloaded when it
-                                  changes (default /etc/kuberay-tpu-webhook/tls/tls.crt)
-  --tls-private-key-file=FILE     its private key (default /etc/kuberay-tpu-webhook/tls/tls.key)
-  --server-cert=BASE64            the certificate as base64 PEM instead of the files (no reload)
-  --server-key=BASE64             the key as base64 PEM; goes with --server-cert
-  --max-body-bytes=N              largest request body; larger is answered 413 (default 7340032)
-  --read-timeout=DURATION         time a client has to send one request, TLS handshake
-                                  included (default 10s)
-  --shutdown-timeout=DURATION     on SIGTERM/SIGINT, time to finish in-flight requests
-                                  before exiting (default 15s)
-  --threads=N                     connections served at once (default 64)
-
-Placement:
-  --legacy-indexing=auto|on|off   place Pods without KubeRay's index labels (KubeRay 1.4, or
-                                  1.5 without RayMultiHostIndexing) from the cluster's Pods and
-                                  slot claims shared by every replica (needs API access; auto,
-                                  the default: on when API access is configured, which in a Pod
-                                  means always)
-  --kube-config-path=FILE         kubeconfig for API access (default: in-cluster config)
-  --reservation-ttl=DURATION      how long a slot claim holds its slot for a Pod the Pod watch
-                                  has not shown yet (default 10s)
-  --claim-timeout=DURATION        budget for writing one slot claim, retries included; then the
-                                  Pod is denied as retryable (default 3s; keep it well under
-                                  the webhook configuration's timeoutSeconds)
-  --namespace=NS                  namespace of the claim Leases when neither POD_NAMESPACE nor
-                                  the service account's namespace file
-                                  (/var/run/secrets/kubernetes.io/serviceaccount/namespace) is
-                                  set; the first of the three that is set wins
-                                  Env: POD_NAME names this replica in its claims (else the host
-                                  name).
-  --kuberay-version=VERSION       KubeRay operator version (default 1.6); 1.3 or older names
-                                  the headless Service <cluster>-headless-worker-svc
-  --tpu-process-port-base=N       first slicebuilder/TPU process port (default 8471)
-  --megascale-port-base=N         MEGASCALE_PORT base (default 8081)
-  --device-plugin-port=N          port in TPU_DEVICE_PLUGIN_ADDR (default 2112)
-
-Logging:
-  --log-format=text|json          one line per admission as text or JSON (default text)
-  --v=0..4                        verbosity: 0 admissions, reloads and errors; 1 connection and
-                                  TLS events; 2 request details; 3-4 patches (default 0)
-
-  -h, --help                      this text
-  --version                       print the version
-
-Durations are Go durations: 15s, 500ms, 1m30s. A bad flag or value exits with status 2.
-)";
+  return "kuberay-tpu-webhook: the admission webhook that wires KubeRay TPU worker Pods into "
+         "slices.\n\n"
+         "Usage: kuberay-tpu-webhook [flags]       (flags as --name=value or --name value)\n\n" +
+         webhook::flags::render_help(table().docs(), {.column = 34, .equals = true}) +
+         "\nDurations are Go durations: 15s, 500ms, 1m30s. A bad flag or value exits with "
+         "status 2.\n";
 }
 
 }  // namespace server

@@ -74,8 +74,11 @@ webhook::Result<std::chrono::nanoseconds> parse_duration(std::string_view text);
 // Parses ":9443", "host:9443", "[::1]:9443". InvalidArgument for a missing or bad port.
 webhook::Result<ListenAddress> parse_listen_address(std::string_view text);
 
-// The --help text.
+// The --help text, generated from the table parse_flags reads.
 std::string usage();
+
+// Every flag parse_flags accepts, as --help spells it ("--bind-address", "-h", "--help", ...).
+std::vector<std::string> flag_spellings();
 
 // The version printed by --version, e.g. "kuberay-tpu-webhook 0.2.0".
 std::string version_text();

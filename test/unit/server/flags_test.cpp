@@ -2,6 +2,9 @@
 // as one InvalidArgument line (the binary exits 2 with it).
 #include <catch2/catch.hpp>
 
+#include <set>
+
+#include "../support/flag_docs.h"
 #include "base/encoding/base64.h"
 #include "server/flags.h"
 
@@ -178,4 +181,43 @@ TEST_CASE("bad Go durations", "[flags]") {
                        "99999999999h", ".s");
   CAPTURE(text);
   CHECK_FALSE(server::parse_duration(text).has_value());
+}
+
+TEST_CASE("every flag parse_flags reads is in --help and docs/server.md, and no other", "[flags]") {
+  std::vector<std::string> spellings = server::flag_spellings();
+  std::set<std::string> table(spellings.begin(), spellings.end());
+  CHECK(table.size() == spellings.size());  // no flag is in the table twice
+  CHECK(table.count("--bind-address") == 1);
+  CHECK(table.count("-h") == 1);
+  CHECK(testing::help_flags(server::usage()) == table);
+  CHECK(testing::documented_flags(FIXTURE_DIR "/../../docs/server.md") == table);
+}
+
+TEST_CASE("--help keeps its sections, defaults and the flags' value names", "[flags]") {
+  std::string help = server::usage();
+  CHECK_THAT(help, Catch::StartsWith("kuberay-tpu-webhook: the admission webhook") &&
+                       Catch::Contains("\nServing:\n  --bind-address=HOST:PORT        HTTPS") &&
+                       Catch::Contains("\nPlacement:\n  --legacy-indexing=auto|on|off   place") &&
+                       Catch::Contains("\nLogging:\n  --log-format=text|json") &&
+                       Catch::Contains("  --kuberay-version=VERSION       KubeRay operator version "
+                                       "(default 1.6)") &&
+                       Catch::Contains("  --tpu-process-port-base=N       first slicebuilder/TPU "
+                                       "process port (default 8471)") &&
+                       Catch::Contains("(default 8081)") && Catch::Contains("(default 2112)") &&
+                       Catch::Contains("\n\n  -h, --help                      this text\n") &&
+                       Catch::EndsWith("exits with status 2.\n"));
+}
+
+TEST_CASE("the flags shared with webhook-dryrun word their errors as it does", "[flags]") {
+  // The same lines test/unit/dryrun/cli_test.cpp expects after "webhook-dryrun: ".
+  CHECK(parse_error({"--tpu-process-port-base=70000"}) ==
+        "--tpu-process-port-base=70000: expected a port number from 1 to 65535");
+  CHECK(parse_error({"--device-plugin-port", "0"}) ==
+        "--device-plugin-port 0: expected a port number from 1 to 65535");
+  CHECK(parse_error({"--kuberay-version=latest"}) ==
+        "--kuberay-version=latest: KubeRay version \"latest\" is invalid; expected MAJOR.MINOR "
+        "such as 1.6 or v1.5.0");
+  CHECK(parse_error({"--megascale-port-base"}) ==
+        "flag --megascale-port-base needs a value (see --help)");
+  CHECK(parse_error({"--bogus=1"}) == "unknown flag --bogus (see --help)");
 }
