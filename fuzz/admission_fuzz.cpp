@@ -7,25 +7,25 @@
 
 #include "admission/handler.h"
 #include "admission/review.h"
-#include "admission/static_sources.h"
+#include "kube/listed_cluster.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   std::string_view body(reinterpret_cast<const char*>(data), size);
-  admission::StaticPodSource pods;
-  admission::StaticNodeSource nodes;
-  admission::StaticServiceSource services;
-  admission::Handler handler({}, pods, nodes, services);
-  for (admission::Endpoint endpoint : {admission::Endpoint::kMutate, admission::Endpoint::kValidate}) {
-    admission::Decoded d = admission::decode(body);
-    admission::Response r = d.request ? handler.handle(endpoint, *d.request)
-                                      : admission::denied(d.uid, d.error, "malformed_request");
+  kube::ListedCluster cluster;  // empty, as webhook-dryrun without --existing
+  admission::Handler handler({}, cluster.pods(), cluster.nodes(), cluster.services());
+  for (bool mutate : {true, false}) {
+    webhook::Result<admission::Request> req = admission::decode(body);
+    std::string uid = req ? req->uid : admission::request_uid(body);
+    admission::Response r = !req    ? admission::denied(uid, req.error())
+                            : mutate ? handler.mutate(*req)
+                                     : handler.validate(*req);
     std::string out = admission::encode(r);
     nlohmann::json parsed = nlohmann::json::parse(out);  // throws (and aborts) if invalid
-    if (parsed["response"]["uid"] != d.uid) {
+    if (parsed["response"]["uid"] != uid) {
       __builtin_trap();
     }
-    if (d.request && r.allowed && r.patch.is_array() && !r.patch.empty()) {
-      (void)d.request->object.patch(r.patch);  // throws (and aborts) if the patch does not apply
+    if (req && r.allowed && r.patch.is_array() && !r.patch.empty()) {
+      (void)req->object.patch(r.patch);  // throws (and aborts) if the patch does not apply
     }
   }
   return 0;

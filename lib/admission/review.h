@@ -1,9 +1,9 @@
 #pragma once
 // The admission.k8s.io/v1 AdmissionReview envelope (docs/spec.md Envelope).
 //
-//   admission::Decoded d = admission::decode(body);
-//   admission::Response r = d.request ? handler.mutate(*d.request)
-//                                     : admission::denied(d.uid, d.error, "malformed_request");
+//   webhook::Result<admission::Request> req = admission::decode(body);
+//   admission::Response r = req ? handler.mutate(*req)
+//                               : admission::denied(admission::request_uid(body), req.error());
 //   std::string out = admission::encode(r);   // response.uid == request.uid on every path
 
 #include <optional>
@@ -32,22 +32,23 @@ struct Request {
   std::string operation;  // CREATE, UPDATE, DELETE, CONNECT
   bool dry_run = false;
   std::string ns;
-  std::string name;
+  std::string name;           // request.name
+  std::string object_name;    // request.object.metadata.name
+  std::string generate_name;  // request.object.metadata.generateName
   json object;      // request.object (null for DELETE)
   json old_object;  // request.oldObject (UPDATE and DELETE), else null
 };
 
-struct Decoded {
-  std::optional<Request> request;
-  webhook::Error error;  // why decoding failed, when !request
-  std::string uid;       // request.uid whenever it could be read, failures included
-};
+// Parses an AdmissionReview. Fails with reason malformed_request and a message saying what is
+// wrong and what is expected on an empty body, bytes that are not JSON, nesting deeper than
+// kMaxJsonDepth (ResourceExhausted), a JSON that is not an admission.k8s.io/v1 AdmissionReview,
+// or one without `request`, `request.uid`, `request.kind` or `request.operation`.
+webhook::Result<Request> decode(std::string_view body);
 
-// Parses an AdmissionReview. Fails (with a message saying what is wrong and what is expected) on
-// an empty body, bytes that are not JSON, nesting deeper than kMaxJsonDepth, a JSON that is not
-// an admission.k8s.io/v1 AdmissionReview, or one without `request`, `request.uid`,
-// `request.kind` or `request.operation`.
-Decoded decode(std::string_view body);
+// request.uid of an AdmissionReview read from the start of `text` without parsing the rest:
+// works on a body cut short, malformed or too large to parse, so that a refusal can still name
+// the request it answers. "" when none can be read.
+std::string request_uid(std::string_view text);
 
 // Refuses JSON text nested deeper than `max_depth` (arrays and objects), scanning the bytes once
 // without parsing. ResourceExhausted naming the depth; other syntax errors are left to the parser.
@@ -58,7 +59,7 @@ struct Response {
   bool allowed = true;
   int code = 200;
   std::string message;  // denials: what is wrong and how to fix it
-  std::string reason;   // denials: a short category for metrics, e.g. "invalid_topology"
+  std::string_view reason;  // denials: a name from podpatch/reasons.h, e.g. "invalid_topology"
   json patch;           // RFC 6902 operations; null or empty means no patch
   std::vector<std::string> warnings;
   std::optional<podpatch::Placement> placement;  // for logs and metrics, not encoded
@@ -66,7 +67,8 @@ struct Response {
 
 Response allowed(std::string uid);
 Response patched(std::string uid, json patch);
-Response denied(std::string uid, const webhook::Error& error, std::string reason);
+// A denial carrying error.message, the HTTP code of error.code and error.reason.
+Response denied(std::string uid, const webhook::Error& error);
 
 // The AdmissionReview JSON the API server expects: uid echoed; patch base64-encoded with
 // patchType JSONPatch only when non-empty; status {code, message} on denials; warnings.

@@ -6,22 +6,22 @@
 #include <optional>
 #include <sstream>
 
+#include "admission/config_flags.h"
 #include "admission/handler.h"
 #include "admission/review.h"
-#include "admission/static_sources.h"
 #include "dryrun/documents.h"
 #include "dryrun/expand.h"
 #include "dryrun/output.h"
+#include "kube/listed_cluster.h"
+#include "base/flags/flags.h"
 #include "base/json/access.h"
 #include "podpatch/pod_view.h"
-#include "base/text/numbers.h"
 
 namespace dryrun {
 
 using webhook::member;
 using webhook::string_member;
 namespace {
-
 
 constexpr std::size_t kMaxInputBytes = 64 << 20;
 
@@ -33,137 +33,135 @@ struct Options {
   bool indexing = true;
   std::string default_namespace = "default";
   admission::Config config;
+  bool help = false;
+  bool version = false;
 };
 
-// A usage or input problem: one line on stderr, exit 2.
-struct Failure {
-  std::string line;
-};
+using webhook::invalid_argument;
+using webhook::flags::Flag;
+using webhook::flags::FlagTable;
+using webhook::flags::Kind;
 
-template <class T>
-using Parsed = std::variant<T, Failure>;
-
-std::optional<int> port_value(std::string_view text) {
-  std::optional<std::int64_t> n = webhook::parse_non_negative(text, 65535);
-  if (!n || *n == 0) {
-    return std::nullopt;
-  }
-  return static_cast<int>(*n);
+Flag<Options> output_flag() {
+  return {.name = "output",
+          .alias = "o",
+          .value_name = "FORMAT",
+          .help = "yaml, json, patch, review or table (see Output above)",
+          .apply = [](Options& o, std::string_view v) -> webhook::Status {
+            if (v != "yaml" && v != "json" && v != "patch" && v != "review" && v != "table") {
+              return invalid_argument("expected yaml, json, patch, review or table");
+            }
+            o.output = std::string(v);
+            return {};
+          }};
 }
 
-Parsed<Options> parse_flags(const std::vector<std::string>& args) {
+Flag<Options> indexing_flag() {
+  return {.name = "kuberay-indexing",
+          .value_name = "on|off",
+          .help =
+              "RayCluster expansion with KubeRay's index labels (on, KubeRay >= 1.6 "
+              "default) or without them (off: KubeRay <= 1.4, or the RayMultiHostIndexing "
+              "gate off; Pods are placed by legacy placement and only the Pods missing from "
+              "--existing are created)",
+          .apply = [](Options& o, std::string_view v) -> webhook::Status {
+            if (v != "on" && v != "off") {
+              return invalid_argument("expected on or off");
+            }
+            o.indexing = v == "on";
+            return {};
+          }};
+}
+
+Flag<Options> namespace_flag() {
+  return {.name = "namespace",
+          .alias = "n",
+          .value_name = "NS",
+          .help = "namespace of objects that name none (default: default)",
+          .apply = [](Options& o, std::string_view v) -> webhook::Status {
+            if (v.empty()) {
+              return invalid_argument("expected a namespace name, not an empty one");
+            }
+            o.default_namespace = std::string(v);
+            return {};
+          }};
+}
+
+Flag<Options> switch_flag(std::string name, std::string alias, bool Options::*field, bool stops,
+                          std::string help) {
+  return {.name = std::move(name),
+          .alias = std::move(alias),
+          .help = std::move(help),
+          .kind = Kind::kBoolean,
+          .apply = [field](Options& o, std::string_view) -> webhook::Status {
+            o.*field = true;
+            return {};
+          },
+          .stops = stops};
+}
+
+const FlagTable<Options>& table() {
+  static const FlagTable<Options> flags = [] {
+    FlagTable<Options> t;
+    t.section("Flags")
+        .add(output_flag())
+        .add({.name = "existing",
+              .value_name = "FILE",
+              .help = "Pods (and Nodes, headless Services) already in the cluster, as a v1 List "
+                      "or multi-document YAML; repeatable; before or after the inputs. Pods feed "
+                      "legacy placement (M3.3), Nodes subslice placement (M4, V3), Services the "
+                      "headless Service name.",
+              .apply = [](Options& o, std::string_view v) -> webhook::Status {
+                o.existing.emplace_back(v);
+                return {};
+              }})
+        .add(indexing_flag())
+        .add(switch_flag("explain", "", &Options::explain, false,
+                         "print on stderr how each value was derived\n"
+                         "(topology -> chips -> hosts -> placement -> names -> addresses)"))
+        .add(namespace_flag())
+        .add(admission::config_flags(), &Options::config)
+        .add(switch_flag("help", "h", &Options::help, true, "this text"))
+        .add(switch_flag("version", "", &Options::version, true, "print the version"));
+    t.positional([](Options& o, std::string_view file) -> webhook::Status {
+       o.files.emplace_back(file);
+       return {};
+     }).dash_dash_ends_flags();
+    return t;
+  }();
+  return flags;
+}
+
+webhook::Result<Options> parse_flags(const std::vector<std::string>& args) {
   Options o;
-  bool only_files = false;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    std::string arg = args[i];
-    if (only_files || arg == "-" || !arg.starts_with("-")) {
-      o.files.push_back(arg);
-      continue;
-    }
-    if (arg == "--") {
-      only_files = true;
-      continue;
-    }
-    std::string name = arg;
-    std::optional<std::string> value;
-    if (std::size_t eq = arg.find('='); eq != std::string::npos && arg.starts_with("--")) {
-      name = arg.substr(0, eq);
-      value = arg.substr(eq + 1);
-    }
-    auto take = [&]() -> std::optional<std::string> {
-      if (value) {
-        return value;
-      }
-      if (i + 1 < args.size()) {
-        return args[++i];
-      }
-      return std::nullopt;
-    };
-    auto need = [&](std::string_view flag) { return Failure{"flag " + std::string(flag) + " needs a value"}; };
-    if (name == "-h" || name == "--help") {
-      return Failure{"__help__"};
-    }
-    if (name == "--version") {
-      return Failure{"__version__"};
-    }
-    if (name == "--explain") {
-      o.explain = true;
-    } else if (name == "-o" || name == "--output") {
-      std::optional<std::string> v = take();
-      if (!v) {
-        return need(name);
-      }
-      if (*v != "yaml" && *v != "json" && *v != "patch" && *v != "review" && *v != "table") {
-        return Failure{"-o " + *v + ": expected yaml, json, patch, review or table"};
-      }
-      o.output = *v;
-    } else if (name == "--existing") {
-      std::optional<std::string> v = take();
-      if (!v) {
-        return need(name);
-      }
-      o.existing.push_back(*v);
-    } else if (name == "--kuberay-indexing") {
-      std::optional<std::string> v = take();
-      if (!v || (*v != "on" && *v != "off")) {
-        return Failure{"--kuberay-indexing must be on or off"};
-      }
-      o.indexing = *v == "on";
-    } else if (name == "--namespace" || name == "-n") {
-      std::optional<std::string> v = take();
-      if (!v || v->empty()) {
-        return need(name);
-      }
-      o.default_namespace = *v;
-    } else if (name == "--kuberay-version") {
-      std::optional<std::string> v = take();
-      if (!v) {
-        return need(name);
-      }
-      webhook::Result<topology::KubeRayVersion> version = topology::parse_kuberay_version(*v);
-      if (!version) {
-        return Failure{"--kuberay-version: " + version.error().message};
-      }
-      o.config.kuberay = *version;
-    } else if (name == "--tpu-process-port-base" || name == "--megascale-port-base" ||
-               name == "--device-plugin-port") {
-      std::optional<std::string> v = take();
-      std::optional<int> port = v ? port_value(*v) : std::nullopt;
-      if (!port) {
-        return Failure{name + " must be a port number from 1 to 65535"};
-      }
-      (name == "--tpu-process-port-base"  ? o.config.ports.tpu_process_base
-       : name == "--megascale-port-base" ? o.config.ports.megascale_base
-                                         : o.config.ports.device_plugin) = *port;
-    } else {
-      return Failure{"unknown flag " + name + " (see webhook-dryrun --help)"};
-    }
+  if (webhook::Status st = table().parse(args, o); !st) {
+    return st.error();
   }
-  if (o.files.empty()) {
-    return Failure{"no input file; usage: webhook-dryrun [flags] FILE... (- reads stdin)"};
+  if (!o.help && !o.version && o.files.empty()) {
+    return invalid_argument("no input file; usage: webhook-dryrun [flags] FILE... (- reads stdin)");
   }
   return o;
 }
 
-Parsed<std::string> read_input(const std::string& path, std::istream& in) {
+webhook::Result<std::string> read_input(const std::string& path, std::istream& in) {
   std::string text;
   if (path == "-") {
     text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   } else {
     std::ifstream f(path, std::ios::binary);
     if (!f) {
-      return Failure{path + ": cannot open the file (does it exist and is it readable?)"};
+      return invalid_argument(path + ": cannot open the file (does it exist and is it readable?)");
     }
     std::ostringstream s;
     s << f.rdbuf();
     if (f.bad()) {
-      return Failure{path + ": cannot read the file"};
+      return invalid_argument(path + ": cannot read the file");
     }
     text = std::move(s).str();
   }
   if (text.size() > kMaxInputBytes) {
-    return Failure{path + ": larger than " + std::to_string(kMaxInputBytes >> 20) +
-                   " MiB; Kubernetes objects are far smaller"};
+    return invalid_argument(path + ": larger than " + std::to_string(kMaxInputBytes >> 20) +
+                            " MiB; Kubernetes objects are far smaller");
   }
   return text;
 }
@@ -177,73 +175,76 @@ struct Item {
   std::string where;  // "FILE" or "FILE: document N" for messages
 };
 
-std::optional<Failure> flatten(json doc, const std::string& where, std::vector<Item>& items,
-                               int depth = 0) {
+webhook::Status flatten(json doc, const std::string& where, std::vector<Item>& items,
+                        int depth = 0) {
   if (!doc.is_object()) {
-    return Failure{where + ": a YAML/JSON " + std::string(doc.type_name()) +
-                   " is not a Kubernetes object; expected a mapping with apiVersion and kind"};
+    return invalid_argument(
+        where + ": a YAML/JSON " + std::string(doc.type_name()) +
+        " is not a Kubernetes object; expected a mapping with apiVersion and kind");
   }
   std::string kind(string_member(&doc, "kind").value_or(""));
   if (kind.empty()) {
-    return Failure{where + ": the object has no kind; expected Pod, RayCluster, AdmissionReview "
-                           "or List"};
+    return invalid_argument(where +
+                            ": the object has no kind; expected Pod, RayCluster, AdmissionReview "
+                            "or List");
   }
   if (kind == "List" || kind.ends_with("List")) {
     const json* list = member(doc, "items");
     if (list == nullptr || !list->is_array() || depth > 0) {
-      return Failure{where + ": a " + kind + " needs an items array (of objects, not Lists)"};
+      return invalid_argument(where + ": a " + kind +
+                              " needs an items array (of objects, not Lists)");
     }
     int n = 0;
     for (json& item : doc["items"]) {
-      if (auto f = flatten(std::move(item), where + ": item " + std::to_string(++n), items,
-                           depth + 1)) {
-        return f;
+      if (webhook::Status st =
+              flatten(std::move(item), where + ": item " + std::to_string(++n), items, depth + 1);
+          !st) {
+        return st;
       }
     }
-    return std::nullopt;
+    return {};
   }
   items.push_back({std::move(doc), kind, where});
-  return std::nullopt;
+  return {};
 }
 
-Parsed<std::vector<Item>> load_items(const std::string& path, std::istream& in) {
-  Parsed<std::string> text = read_input(path, in);
-  if (auto* f = std::get_if<Failure>(&text)) {
-    return *f;
+webhook::Result<std::vector<Item>> load_items(const std::string& path, std::istream& in) {
+  webhook::Result<std::string> text = read_input(path, in);
+  if (!text) {
+    return text.error();
   }
   std::string name = display(path);
-  webhook::Result<std::vector<json>> docs = parse_documents(std::get<std::string>(text));
+  webhook::Result<std::vector<json>> docs = parse_documents(*text);
   if (!docs) {
-    return Failure{name + ": " + docs.error().message};
+    return invalid_argument(name + ": " + docs.error().message);
   }
   std::vector<Item> items;
   std::size_t count = docs->size();
   for (std::size_t i = 0; i < count; ++i) {
     std::string where = count > 1 ? name + ": document " + std::to_string(i + 1) : name;
-    if (auto f = flatten(std::move((*docs)[i]), where, items)) {
-      return *f;
+    if (webhook::Status st = flatten(std::move((*docs)[i]), where, items); !st) {
+      return st.error();
     }
   }
   return items;
 }
 
-// The cluster as --existing describes it.
+// The cluster as --existing describes it, in the server's own classes: every --existing object
+// is one item of a single list fed to them (kube::ListedCluster).
 struct Cluster {
-  admission::StaticPodSource pods;
-  admission::StaticNodeSource nodes;
-  admission::StaticServiceSource services;
+  kube::ListedCluster state;
   std::map<podpatch::GroupKey, int> pods_per_group;
 };
 
-std::optional<Failure> load_existing(const Options& o, std::istream& in, Cluster& cluster) {
+webhook::Status load_existing(const Options& o, std::istream& in, Cluster& cluster) {
+  std::vector<json> objects;
   for (const std::string& path : o.existing) {
-    Parsed<std::vector<Item>> items = load_items(path, in);
-    if (auto* f = std::get_if<Failure>(&items)) {
-      return Failure{"--existing " + f->line};
+    webhook::Result<std::vector<Item>> items = load_items(path, in);
+    if (!items) {
+      return invalid_argument("--existing " + items.error().message);
     }
-    for (Item& item : std::get<std::vector<Item>>(items)) {
+    for (Item& item : *items) {
       if (item.kind == "Pod") {
-        cluster.pods.add(item.object);
         webhook::Result<podpatch::PodView> view = podpatch::PodView::create(item.object);
         std::optional<podpatch::GroupKey> key;
         if (view && !view->deleting()) {
@@ -252,65 +253,72 @@ std::optional<Failure> load_existing(const Options& o, std::istream& in, Cluster
         if (key) {
           ++cluster.pods_per_group[*key];
         }
-      } else if (item.kind == "Node") {
-        cluster.nodes.add(item.object);
-      } else if (item.kind == "Service") {
-        cluster.services.add(item.object);
-      } else {
-        return Failure{"--existing " + item.where + ": kind " + item.kind +
-                       " is not an existing-cluster object; expected Pod, Node or Service"};
+      } else if (item.kind != "Node" && item.kind != "Service") {
+        return invalid_argument(
+            "--existing " + item.where + ": kind " + item.kind +
+            " is not an existing-cluster object; expected Pod, Node or Service");
       }
+      // A namespaced object without a namespace is in -n's, as kubectl would create it.
+      if (item.kind != "Node" && item.object.is_object() &&
+          !string_member(member(item.object, "metadata"), "namespace")) {
+        webhook::object_member(item.object, "metadata")["namespace"] = o.default_namespace;
+      }
+      objects.push_back(std::move(item.object));
     }
   }
-  return std::nullopt;
+  cluster.state.list(objects);
+  return {};
 }
 
 // What can be known wrong with an input before anything runs, so a bad input changes nothing:
 // an unsupported kind, an output format that does not apply, a RayCluster or worker group without
 // a name, an AdmissionReview without a readable uid.
-std::optional<Failure> check_item(const Item& item, const Options& o) {
+webhook::Status check_item(const Item& item, const Options& o) {
   if (item.kind == "Pod") {
-    return std::nullopt;
+    return {};
   }
   if (item.kind == "RayCluster") {
     if (o.output == "patch") {
-      return Failure{item.where + ": -o patch applies to Pods; for a RayCluster use table, yaml, "
-                                  "json or review"};
+      return invalid_argument(item.where +
+                              ": -o patch applies to Pods; for a RayCluster use table, yaml, "
+                              "json or review");
     }
     if (string_member(member(item.object, "metadata"), "name").value_or("").empty()) {
-      return Failure{item.where + ": the RayCluster has no metadata.name"};
+      return invalid_argument(item.where + ": the RayCluster has no metadata.name");
     }
     const json* groups = member(item.object, "spec", "workerGroupSpecs");
     if (groups != nullptr && groups->is_array()) {
       for (std::size_t i = 0; i < groups->size(); ++i) {
         if (string_member(&(*groups)[i], "groupName").value_or("").empty()) {
-          return Failure{item.where + ": spec.workerGroupSpecs[" + std::to_string(i) +
-                         "] has no groupName"};
+          return invalid_argument(item.where + ": spec.workerGroupSpecs[" + std::to_string(i) +
+                                  "] has no groupName");
         }
       }
     }
-    return std::nullopt;
+    return {};
   }
   if (item.kind == "AdmissionReview") {
-    admission::Decoded d = admission::decode(webhook::dump_json(item.object));
-    if (!d.request && d.uid.empty()) {
-      return Failure{item.where + ": " + d.error.message};
+    std::string text = webhook::dump_json(item.object);
+    webhook::Result<admission::Request> req = admission::decode(text);
+    if (!req && admission::request_uid(text).empty()) {
+      return invalid_argument(item.where + ": " + req.error().message);
     }
-    return std::nullopt;
+    return {};
   }
-  return Failure{item.where + ": kind " + item.kind +
-                 " is not supported; webhook-dryrun reads Pod, RayCluster, AdmissionReview or a "
-                 "List of them"};
+  return invalid_argument(
+      item.where + ": kind " + item.kind +
+      " is not supported; webhook-dryrun reads Pod, RayCluster, AdmissionReview or a "
+      "List of them");
 }
 
 class Runner {
  public:
   Runner(const Options& o, CliIo io, Cluster& cluster)
       : o_(o), io_(io), cluster_(cluster),
-        handler_(o.config, cluster.pods, cluster.nodes, cluster.services) {}
+        handler_(o.config, cluster.state.pods(), cluster.state.nodes(), cluster.state.services()) {}
 
-  // Returns the exit code for one item that passed check_item, or a Failure.
-  Parsed<int> run(Item& item) {
+  // Returns the exit code for one item that passed check_item, or an input problem.
+  webhook::Result<int> run(Item& item) {
     if (item.kind == "Pod") {
       return run_pod(item);
     }
@@ -341,12 +349,12 @@ class Runner {
     }
   }
 
-  void print_explain(const std::vector<std::string>& lines, const std::string& title) {
+  void print_explain(const admission::PodDecision& decision, const std::string& title) {
     if (!o_.explain) {
       return;
     }
     io_.err << "# " << title << "\n";
-    for (const std::string& l : lines) {
+    for (const std::string& l : admission::explain(decision, handler_.config())) {
       io_.err << "#   " << l << "\n";
     }
   }
@@ -364,12 +372,12 @@ class Runner {
     printed_yaml_ = true;
   }
 
-  Parsed<int> run_pod(Item& item) {
+  webhook::Result<int> run_pod(Item& item) {
     std::string out = o_.output.empty() ? "yaml" : o_.output;
-    std::vector<std::string> notes;
+    admission::PodDecision decision;
     admission::Request req = request("Pod", "", std::move(item.object));
-    admission::Response r = handler_.mutate(req, o_.explain ? &notes : nullptr);
-    print_explain(notes, item.where + " (Pod " + podpatch_name(req.object) + ")");
+    admission::Response r = handler_.mutate(req, &decision);
+    print_explain(decision, item.where + " (Pod " + podpatch::pod_name(req.object) + ")");
     print_warnings(r);
     if (out == "review") {
       io_.out << webhook::dump_json(admission::to_json(r), 2) << "\n";
@@ -394,7 +402,7 @@ class Runner {
     return kExitAdmitted;
   }
 
-  Parsed<int> run_cluster(Item& item) {
+  webhook::Result<int> run_cluster(Item& item) {
     std::string out = o_.output.empty() ? "table" : o_.output;
     const json* md = member(item.object, "metadata");
     std::string name(string_member(md, "name").value_or(""));
@@ -416,17 +424,17 @@ class Runner {
     eo.existing = cluster_.pods_per_group;
     webhook::Result<std::vector<WorkerPod>> pods = expand_workers(item.object, eo);
     if (!pods) {
-      return Failure{item.where + ": " + pods.error().message};
+      return invalid_argument(item.where + ": " + pods.error().message);
     }
     std::vector<TableRow> rows;
     json list = {{"apiVersion", "v1"}, {"kind", "List"}, {"items", json::array()}};
     int ordinal = 0;
     for (WorkerPod& w : *pods) {
-      std::vector<std::string> notes;
+      admission::PodDecision decision;
       admission::Request pod_req = request("Pod", "", std::move(w.pod));
-      admission::Response r = handler_.mutate(pod_req, o_.explain ? &notes : nullptr);
+      admission::Response r = handler_.mutate(pod_req, &decision);
       ++ordinal;
-      print_explain(notes, "worker Pod #" + std::to_string(ordinal) + " of group " + w.group);
+      print_explain(decision, "worker Pod #" + std::to_string(ordinal) + " of group " + w.group);
       print_warnings(r);
       if (!r.allowed) {
         (out == "table" ? io_.out : io_.err)
@@ -452,29 +460,23 @@ class Runner {
     return kExitAdmitted;
   }
 
-  Parsed<int> run_review(Item& item) {
+  webhook::Result<int> run_review(Item& item) {
     std::string text = webhook::dump_json(item.object);
-    admission::Decoded d = admission::decode(text);
+    webhook::Result<admission::Request> req = admission::decode(text);
     admission::Response r;
-    if (!d.request) {  // check_item made sure the uid is readable
-      r = admission::denied(d.uid, d.error, "malformed_request");
+    admission::PodDecision decision;
+    if (!req) {  // check_item made sure the uid is readable
+      r = admission::denied(admission::request_uid(text), req.error());
     } else {
-      std::vector<std::string> notes;
-      bool validate = d.request->kind == "RayCluster";
-      r = validate ? handler_.validate(*d.request)
-                   : handler_.mutate(*d.request, o_.explain ? &notes : nullptr);
-      print_explain(notes, item.where);
+      bool validate = req->kind == "RayCluster";
+      r = validate ? handler_.validate(*req) : handler_.mutate(*req, &decision);
+      print_explain(decision, item.where);
     }
     print_warnings(r);
     io_.out << webhook::dump_json(admission::to_json(r), 2) << "\n";
     return r.allowed ? kExitAdmitted : kExitDenied;
   }
 
-  static std::string podpatch_name(const json& pod) {
-    const json* md = member(pod, "metadata");
-    std::string n(string_member(md, "name").value_or(""));
-    return n.empty() ? std::string(string_member(md, "generateName").value_or("(no name)")) : n;
-  }
   static std::string_view podpatch_group(const json& pod) {
     return string_member(member(pod, "metadata", "labels"), "ray.io/group").value_or("-");
   }
@@ -487,7 +489,15 @@ class Runner {
   bool printed_yaml_ = false;
 };
 
+// Prints one usage or input problem: one line on stderr, exit 2.
+int usage_error(CliIo io, const webhook::Error& error) {
+  io.err << "webhook-dryrun: " << error.message << "\n";
+  return kExitUsage;
+}
+
 }  // namespace
+
+std::vector<std::string> flag_spellings() { return table().spellings(); }
 
 std::string usage() {
   return R"(webhook-dryrun: what kuberay-tpu-webhook would answer, without a cluster.
@@ -508,26 +518,8 @@ Output (-o, --output):
                    TPU_NAME, TORCH_TPU_TOPOLOGY, first peer address) | yaml | json (the mutated
                    Pods as a v1 List) | review (the validation response)
 
-Flags:
-  --existing FILE            Pods (and Nodes, headless Services) already in the cluster, as a
-                             v1 List or multi-document YAML; repeatable; before or after the
-                             inputs. Pods feed legacy placement (M3.3), Nodes subslice
-                             placement (M4, V3), Services the headless Service name.
-  --kuberay-indexing=on|off  RayCluster expansion with KubeRay's index labels (on, KubeRay >=
-                             1.6 default) or without them (off: KubeRay <= 1.4, or the
-                             RayMultiHostIndexing gate off; Pods are placed by legacy
-                             placement and only the Pods missing from --existing are created)
-  --explain                  print on stderr how each value was derived
-                             (topology -> chips -> hosts -> placement -> names -> addresses)
-  -n, --namespace NS         namespace of objects that name none (default: default)
-  --kuberay-version V        KubeRay version (default 1.6); 1.3 or older names the headless
-                             Service CheckName(<cluster>-headless-worker-svc)
-  --tpu-process-port-base N  first slicebuilder/TPU process port (default 8471)
-  --megascale-port-base N    MEGASCALE_PORT base (default 8081)
-  --device-plugin-port N     TPU device plugin port in TPU_DEVICE_PLUGIN_ADDR (default 2112)
-  -h, --help                 this text
-  --version                  print the version
-
+)" + webhook::flags::render_help(table().docs(), {.column = 29, .equals = false}) +
+         R"(
 Exit status: 0 admitted, 1 denied (the reason on stdout for a table, else stderr),
 2 bad usage or unreadable input (one line on stderr naming the file and the problem).
 Warnings the API server would show (kubectl "Warning:") go to stderr.
@@ -541,37 +533,33 @@ Example:
 }
 
 int run_cli(const std::vector<std::string>& args, CliIo io) {
-  Parsed<Options> parsed = parse_flags(args);
-  if (auto* f = std::get_if<Failure>(&parsed)) {
-    if (f->line == "__help__") {
-      io.out << usage();
-      return kExitAdmitted;
-    }
-    if (f->line == "__version__") {
-      io.out << "webhook-dryrun " << WEBHOOK_VERSION << "\n";
-      return kExitAdmitted;
-    }
-    io.err << "webhook-dryrun: " << f->line << "\n";
-    return kExitUsage;
+  webhook::Result<Options> parsed = parse_flags(args);
+  if (!parsed) {
+    return usage_error(io, parsed.error());
   }
-  const Options& o = std::get<Options>(parsed);
+  const Options& o = *parsed;
+  if (o.help) {
+    io.out << usage();
+    return kExitAdmitted;
+  }
+  if (o.version) {
+    io.out << "webhook-dryrun " << WEBHOOK_VERSION << "\n";
+    return kExitAdmitted;
+  }
   Cluster cluster;
-  if (auto f = load_existing(o, io.in, cluster)) {
-    io.err << "webhook-dryrun: " << f->line << "\n";
-    return kExitUsage;
+  if (webhook::Status st = load_existing(o, io.in, cluster); !st) {
+    return usage_error(io, st.error());
   }
   // Read and check every input first: an unreadable one stops the run before any output.
   std::vector<Item> all;
   for (const std::string& path : o.files) {
-    Parsed<std::vector<Item>> items = load_items(path, io.in);
-    if (auto* f = std::get_if<Failure>(&items)) {
-      io.err << "webhook-dryrun: " << f->line << "\n";
-      return kExitUsage;
+    webhook::Result<std::vector<Item>> items = load_items(path, io.in);
+    if (!items) {
+      return usage_error(io, items.error());
     }
-    for (Item& item : std::get<std::vector<Item>>(items)) {
-      if (std::optional<Failure> f = check_item(item, o)) {
-        io.err << "webhook-dryrun: " << f->line << "\n";
-        return kExitUsage;
+    for (Item& item : *items) {
+      if (webhook::Status st = check_item(item, o); !st) {
+        return usage_error(io, st.error());
       }
       all.push_back(std::move(item));
     }
@@ -579,12 +567,11 @@ int run_cli(const std::vector<std::string>& args, CliIo io) {
   Runner runner(o, io, cluster);
   int code = kExitAdmitted;
   for (Item& item : all) {
-    Parsed<int> result = runner.run(item);
-    if (auto* f = std::get_if<Failure>(&result)) {
-      io.err << "webhook-dryrun: " << f->line << "\n";
-      return kExitUsage;
+    webhook::Result<int> result = runner.run(item);
+    if (!result) {
+      return usage_error(io, result.error());
     }
-    code = std::max(code, std::get<int>(result));
+    code = std::max(code, *result);
   }
   return code;
 }

@@ -4,10 +4,12 @@
 
 #include "podpatch/env.h"
 #include "podpatch/keys.h"
+#include "podpatch/reasons.h"
 #include "topology/accelerator.h"
 #include "base/text/numbers.h"
 
 namespace podpatch {
+
 namespace {
 
 constexpr std::int64_t kMaxIndex = 1'000'000;
@@ -58,14 +60,24 @@ webhook::Result<std::optional<Placement>> placement_from_labels(const PodView& p
   return std::optional<Placement>();
 }
 
-std::optional<GroupKey> group_key(const PodView& pod, std::string_view default_ns) {
-  std::optional<std::string_view> cluster = pod.label(keys::kClusterLabel);
-  std::optional<std::string_view> group = pod.label(keys::kGroupLabel);
-  if (!cluster || !group || cluster->empty() || group->empty()) {
-    return std::nullopt;
+webhook::Result<GroupKey> worker_group(const PodView& pod, std::string_view default_ns) {
+  std::string_view cluster = pod.label(keys::kClusterLabel).value_or("");
+  std::string_view group = pod.label(keys::kGroupLabel).value_or("");
+  if (cluster.empty() || group.empty()) {
+    std::string_view missing = cluster.empty() ? keys::kClusterLabel : keys::kGroupLabel;
+    return webhook::invalid_argument(
+               "label " + std::string(missing) +
+               " is missing; KubeRay sets it on every worker Pod, so create TPU workers "
+               "through a RayCluster (or add the label)")
+        .with_reason(reasons::kMissingLabel);
   }
   std::string_view ns = pod.namespace_name().empty() ? default_ns : pod.namespace_name();
-  return GroupKey{std::string(ns), std::string(*cluster), std::string(*group)};
+  return GroupKey{std::string(ns), std::string(cluster), std::string(group)};
+}
+
+std::optional<GroupKey> group_key(const PodView& pod, std::string_view default_ns) {
+  webhook::Result<GroupKey> key = worker_group(pod, default_ns);
+  return key ? std::optional<GroupKey>(std::move(key).value()) : std::nullopt;
 }
 
 std::optional<Slot> recorded_slot(const PodView& pod) {

@@ -40,8 +40,11 @@ webhook::Result<std::optional<Placement>> placement_from_labels(const PodView& p
 // containers on TPU7x). nullopt when the Pod carries no such placement.
 std::optional<Slot> recorded_slot(const PodView& pod);
 
-// The worker group a Pod belongs to: its namespace (else `default_ns`) and labels ray.io/cluster
-// and ray.io/group; nullopt when either label is missing or empty.
+// The worker group a Pod belongs to (docs/spec.md M2): its namespace (else `default_ns`) and
+// labels ray.io/cluster and ray.io/group. InvalidArgument (reason missing_label) naming the
+// missing or empty label and how to fix it.
+webhook::Result<GroupKey> worker_group(const PodView& pod, std::string_view default_ns);
+// The same, nullopt when a label is missing: for Pods read from a watch or a file.
 std::optional<GroupKey> group_key(const PodView& pod, std::string_view default_ns);
 
 // An existing Pod holding a slot of a group.

@@ -268,12 +268,14 @@ std::string_view PodView::generate_name() const {
 std::string_view PodView::namespace_name() const {
   return string_member(member(*pod_, "metadata"), "namespace").value_or("");
 }
-std::string PodView::display_name() const {
-  if (!name().empty()) {
-    return std::string(name());
-  }
-  if (!generate_name().empty()) {
-    return std::string(generate_name());
+std::string pod_name(const json& pod, std::string_view fallback) {
+  const json* metadata = member(pod, "metadata");
+  for (std::string_view candidate : {string_member(metadata, "name").value_or(""),
+                                     string_member(metadata, "generateName").value_or(""),
+                                     fallback}) {
+    if (!candidate.empty()) {
+      return std::string(candidate);
+    }
   }
   return "(no name)";
 }

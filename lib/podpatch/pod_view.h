@@ -54,6 +54,11 @@ struct TopologyField {
 // nodeSelector cloud.google.com/gke-tpu-topology; nullopt when neither is set.
 std::optional<TopologyField> topology_field(const json* annotations, const json* node_selector);
 
+// How messages and logs name a Pod: metadata.name, else metadata.generateName (KubeRay's worker
+// Pods have no name yet at admission), else `fallback` (such as the AdmissionRequest's name),
+// else "(no name)". The one Pod-name formatter.
+std::string pod_name(const json& pod, std::string_view fallback = "");
+
 class PodView {
  public:
   // Checks the JSON shape of everything the webhook reads or writes: metadata, labels,
@@ -66,8 +71,8 @@ class PodView {
   std::string_view name() const;
   std::string_view generate_name() const;
   std::string_view namespace_name() const;
-  // metadata.name, else generateName, else "(no name)": how messages refer to the Pod.
-  std::string display_name() const;
+  // pod_name(pod()): metadata.name, else generateName, else "(no name)".
+  std::string display_name() const { return pod_name(*pod_); }
 
   std::optional<std::string_view> label(std::string_view key) const;
   std::optional<std::string_view> annotation(std::string_view key) const;

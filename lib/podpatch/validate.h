@@ -2,8 +2,8 @@
 // RayCluster validation (docs/spec.md V1-V4): each TPU worker group's numOfHosts must match its
 // topology, and a subsliced group must be placeable.
 //
-//   podpatch::ClusterVerdict v = podpatch::validate_raycluster(cluster_json, nodes);
-//   if (v.denial) deny(v.denial->message);   // names the first failing group (V4)
+//   podpatch::ClusterReport r = podpatch::validate_raycluster(cluster_json, nodes);
+//   if (!r.status) deny(r.status.error());   // names the first failing group (V4)
 
 #include <optional>
 #include <string>
@@ -15,11 +15,11 @@
 
 namespace podpatch {
 
-struct ClusterVerdict {
-  std::optional<webhook::Error> denial;  // the first failing worker group decides (V4)
-  std::string denied_group;              // its groupName
-  std::string reason;                    // short category for metrics, e.g. "hosts_mismatch"
-  std::vector<std::string> warnings;     // from every group
+struct ClusterReport {
+  // The first failing worker group decides (V4); its Error carries the reason (reasons.h).
+  webhook::Status status;
+  std::string denied_group;           // its groupName
+  std::vector<std::string> warnings;  // from every group checked
 };
 
 // Validates a RayCluster object (the admission request's object). Groups without TPU containers
@@ -27,7 +27,7 @@ struct ClusterVerdict {
 // topology, or whose topology needs another number of hosts is denied (V1, V2). Subsliced groups
 // are checked against the parent topology and the Nodes `nodes` lists (V3). Messages name the
 // RayCluster as <namespace>/<name>; `request_ns` is used when the object names no namespace.
-ClusterVerdict validate_raycluster(const json& cluster, NodeSource& nodes,
-                                   std::string_view request_ns = "");
+ClusterReport validate_raycluster(const json& cluster, NodeSource& nodes,
+                                  std::string_view request_ns = "");
 
 }  // namespace podpatch

@@ -1,18 +1,23 @@
 #pragma once
-// POST /mutate and POST /validate as HTTP: the envelope checks of docs/spec.md Envelope, the
-// Handler, metrics and the one log line per admission. No sockets here, so tests drive it directly.
+// POST /mutate and POST /validate as HTTP, in named stages: check the envelope (docs/spec.md
+// Envelope) -> decode -> the Handler -> record (the one place that writes the admission's log
+// line and metrics). The transport routes the two paths here directly; every other path goes to
+// other(). No sockets here, so tests drive it directly.
 //
 //   server::AdmissionService service(handler, metrics, log, 7 << 20);
-//   server::HttpReply reply = service.serve({.method = "POST", .path = "/mutate",
+//   server::HttpReply reply = service.admit(server::Webhook::kMutate,
+//                                           {.method = "POST", .path = "/mutate",
 //                                            .content_type = "application/json", .body = body});
 //   // reply.status == 200, reply.body is the AdmissionReview answer
 //
-// Checks, in order: path (404), method (405, Allow: POST), body size (413), a body cut short
-// (400), Content-Type application/json (415), then admission::decode (400, or 413 for nesting).
+// Checks, in order: method (405, Allow: POST), body size (413), a body that did not arrive in
+// time (408) or was cut short (400), Content-Type application/json (415), then admission::decode
+// (400, or 413 for nesting). Any other path is 404.
 // Each failure is an AdmissionReview denial carrying that code when a request.uid can be read
 // from the body (HTTP 200, as kube-apiserver expects), else an HTTP error whose body is one line
 // of JSON (a metav1 Status). GET / answers "kuberay-tpu-webhook" (the Go webhook's probe path).
 
+#include <chrono>
 #include <cstddef>
 #include <string>
 #include <string_view>
@@ -53,19 +58,23 @@ class AdmissionService {
                    std::size_t max_body_bytes)
       : handler_(handler), metrics_(metrics), log_(log), max_body_bytes_(max_body_bytes) {}
 
-  HttpReply serve(const HttpRequestView& request) const;
+  // `webhook` is kMutate or kValidate: the path the transport routed.
+  HttpReply admit(Webhook webhook, const HttpRequestView& request) const;
+  // Any other path: GET / answers "kuberay-tpu-webhook", anything else is 404.
+  HttpReply other(const HttpRequestView& request) const;
   std::size_t max_body_bytes() const { return max_body_bytes_; }
 
  private:
+  struct Exchange;
+  webhook::Status check_envelope(const HttpRequestView& request) const;
+  admission::Response handle(Webhook webhook, const admission::Request& request) const;
+  void record(Webhook webhook, const Exchange& exchange, std::chrono::nanoseconds latency) const;
+
   const admission::Handler& handler_;
   Metrics& metrics_;
   const Log& log_;
   std::size_t max_body_bytes_;
 };
-
-// request.uid of an AdmissionReview read from the start of `text` without parsing the rest:
-// works on a body cut short or too large to parse. "" when none can be read.
-std::string sniff_uid(std::string_view text);
 
 // Whether a Content-Type names application/json (parameters such as charset allowed).
 bool is_json_content_type(std::string_view content_type);

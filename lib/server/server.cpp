@@ -76,6 +76,14 @@ void write_reply(const HttpReply& reply, bool stopping, httplib::Response& res) 
   }
 }
 
+// A GET or OPTIONS with a body httplib did not read: do not parse it as the next request.
+void finish_without_body(const httplib::Request& req, HttpReply reply, bool stopping,
+                         httplib::Response& res) {
+  reply.close = reply.close || req.has_header("Transfer-Encoding") ||
+                (req.has_header("Content-Length") && req.get_header_value("Content-Length") != "0");
+  write_reply(reply, stopping, res);
+}
+
 std::string_view http_problem(int status) {
   switch (status) {
     case 400:
@@ -243,28 +251,53 @@ webhook::Status WebhookServer::init() {
 }
 
 void WebhookServer::install_routes() {
-  auto with_body = [this](const httplib::Request& req, httplib::Response& res,
-                          const httplib::ContentReader& reader) {
+  // POST /mutate and /validate go to the admission stages; any other method on them is answered
+  // there too (405), and every other path by AdmissionService::other.
+  auto admit = [this](Webhook webhook) {
+    return [this, webhook](const httplib::Request& req, httplib::Response& res,
+                           const httplib::ContentReader& reader) {
+      BodyRead body = read_body(req, reader, service_.max_body_bytes());
+      std::string content_type = req.get_header_value("Content-Type");
+      write_reply(service_.admit(webhook, {req.method, req.path, content_type, body.body,
+                                           body.too_large, body.incomplete, body.timed_out}),
+                  https_->stopping(), res);
+    };
+  };
+  auto admit_without_body = [this](Webhook webhook) {
+    return [this, webhook](const httplib::Request& req, httplib::Response& res) {
+      std::string content_type = req.get_header_value("Content-Type");
+      finish_without_body(req, service_.admit(webhook, {req.method, req.path, content_type, ""}),
+                          https_->stopping(), res);
+    };
+  };
+  auto other = [this](const httplib::Request& req, httplib::Response& res,
+                      const httplib::ContentReader& reader) {
     BodyRead body = read_body(req, reader, service_.max_body_bytes());
     std::string content_type = req.get_header_value("Content-Type");
-    write_reply(service_.serve({req.method, req.path, content_type, body.body, body.too_large,
+    write_reply(service_.other({req.method, req.path, content_type, body.body, body.too_large,
                                 body.incomplete, body.timed_out}),
                 https_->stopping(), res);
   };
-  auto without_body = [this](const httplib::Request& req, httplib::Response& res) {
+  auto other_without_body = [this](const httplib::Request& req, httplib::Response& res) {
     std::string content_type = req.get_header_value("Content-Type");
-    HttpReply reply = service_.serve({req.method, req.path, content_type, "", false, false, false});
-    // A GET or OPTIONS with a body httplib did not read: do not parse it as the next request.
-    reply.close = reply.close || req.has_header("Transfer-Encoding") ||
-                  (req.has_header("Content-Length") && req.get_header_value("Content-Length") != "0");
-    write_reply(reply, https_->stopping(), res);
+    finish_without_body(req, service_.other({req.method, req.path, content_type, ""}),
+                        https_->stopping(), res);
   };
-  https_->Post(".*", with_body);
-  https_->Put(".*", with_body);
-  https_->Patch(".*", with_body);
-  https_->Delete(".*", with_body);
-  https_->Get(".*", without_body);
-  https_->Options(".*", without_body);
+  for (auto [path, webhook] : {std::pair{"/mutate", Webhook::kMutate},
+                               std::pair{"/validate", Webhook::kValidate}}) {
+    https_->Post(path, admit(webhook));
+    https_->Put(path, admit(webhook));
+    https_->Patch(path, admit(webhook));
+    https_->Delete(path, admit(webhook));
+    https_->Get(path, admit_without_body(webhook));
+    https_->Options(path, admit_without_body(webhook));
+  }
+  https_->Post(".*", other);
+  https_->Put(".*", other);
+  https_->Patch(".*", other);
+  https_->Delete(".*", other);
+  https_->Get(".*", other_without_body);
+  https_->Options(".*", other_without_body);
   json_errors(*https_);
 
   health_->Get("/healthz", [](const httplib::Request&, httplib::Response& res) {

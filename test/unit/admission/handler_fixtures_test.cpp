@@ -51,9 +51,9 @@ admission::Response run(const Case& c, const json& review) {
   if (!c.cluster_file.empty()) {
     h.cluster.load(c.cluster_file);
   }
-  admission::Decoded d = admission::decode(review.dump());
-  REQUIRE(d.request.has_value());
-  return h.handler.mutate(*d.request);
+  webhook::Result<admission::Request> req = admission::decode(review.dump());
+  REQUIRE(req.has_value());
+  return h.handler.mutate(*req);
 }
 
 }  // namespace

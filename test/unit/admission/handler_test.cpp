@@ -6,6 +6,8 @@
 #include <set>
 
 #include "admission/handler.h"
+#include "kube/live_sources.h"
+#include "kube/pod_sources.h"
 #include "support/test_support.h"
 
 using testing::json;
@@ -74,9 +76,9 @@ TEST_CASE("M3.3: dry-run requests are placed but reserve nothing", "[admission][
 
 TEST_CASE("M3.3: without legacy placement a label-less Pod is denied saying how to fix it",
           "[admission][handler][legacy]") {
-  admission::DisabledPodSource pods;
-  admission::StaticNodeSource nodes(false);
-  admission::StaticServiceSource services;
+  kube::DisabledPodSource pods;
+  kube::LiveNodeSource nodes;        // never listed: Nodes cannot be listed
+  kube::LiveServiceSource services;  // never listed: no Services
   admission::Handler handler({}, pods, nodes, services);
   admission::Response out = handler.mutate(testing::pod_request(worker()));
   CHECK_FALSE(out.allowed);
@@ -107,10 +109,11 @@ TEST_CASE("M3.1: placement from KubeRay's labels consults no state", "[admission
 TEST_CASE("explain: the derivation walks topology, chips, hosts, placement, names and addresses",
           "[admission][handler]") {
   testing::Harness h;
-  std::vector<std::string> lines;
-  admission::Response out = h.handler.mutate(
-      testing::pod_request(worker("v6e-16-multihost-worker-indexed.json")), &lines);
+  admission::Request request = testing::pod_request(worker("v6e-16-multihost-worker-indexed.json"));
+  admission::PodDecision decision;  // points into `request`, which outlives it
+  admission::Response out = h.handler.mutate(request, &decision);
   REQUIRE(out.allowed);
+  std::vector<std::string> lines = admission::explain(decision, h.handler.config());
   std::string all;
   for (const std::string& l : lines) {
     all += l + "\n";

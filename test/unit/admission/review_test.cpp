@@ -27,17 +27,16 @@ json minimal_request() {
 
 TEST_CASE("decode reads uid, kind, operation, dryRun, namespace and moves the object",
           "[admission][envelope]") {
-  admission::Decoded d = admission::decode(review_with(minimal_request()).dump());
-  REQUIRE(d.request);
-  CHECK(d.uid == "u-1");
-  CHECK(d.request->uid == "u-1");
-  CHECK(d.request->kind == "Pod");
-  CHECK(d.request->group.empty());
-  CHECK(d.request->version == "v1");
-  CHECK(d.request->operation == "CREATE");
-  CHECK(d.request->dry_run);
-  CHECK(d.request->ns == "team-a");
-  CHECK(d.request->object["metadata"]["generateName"] == "w-");
+  webhook::Result<admission::Request> d = admission::decode(review_with(minimal_request()).dump());
+  REQUIRE(d);
+  CHECK(d->uid == "u-1");
+  CHECK(d->kind == "Pod");
+  CHECK(d->group.empty());
+  CHECK(d->version == "v1");
+  CHECK(d->operation == "CREATE");
+  CHECK(d->dry_run);
+  CHECK(d->ns == "team-a");
+  CHECK(d->object["metadata"]["generateName"] == "w-");
 }
 
 TEST_CASE("decode refuses malformed bodies with a precise message (Envelope)", "[admission][envelope]") {
@@ -66,10 +65,11 @@ TEST_CASE("decode refuses malformed bodies with a precise message (Envelope)", "
       {"nesting bomb", deep, "", "deeper than 100"},
   }));
   CAPTURE(name);
-  admission::Decoded d = admission::decode(body);
-  CHECK_FALSE(d.request);
-  CHECK(d.uid == uid);  // the uid is kept whenever it can be read
-  CHECK_THAT(d.error.message, Catch::Contains(message));
+  webhook::Result<admission::Request> d = admission::decode(body);
+  REQUIRE_FALSE(d);
+  CHECK(admission::request_uid(body) == uid);  // the uid is kept whenever it can be read
+  CHECK_THAT(d.error().message, Catch::Contains(message));
+  CHECK(d.error().reason == "malformed_request");
 }
 
 TEST_CASE("check_json_depth counts brackets outside strings only", "[admission][bounds]") {
@@ -106,7 +106,7 @@ TEST_CASE("encode echoes the uid and sets patchType only with a non-empty patch 
   }
   SECTION("denied: status with code and message, warnings kept") {
     admission::Response r = admission::denied(
-        "u-5", webhook::Error{webhook::ErrorCode::kAlreadyExists, "two Pods on one slot"}, "slot_conflict");
+        "u-5", webhook::Error{webhook::ErrorCode::kAlreadyExists, "two Pods on one slot", "slot_conflict"});
     r.warnings = {"w1"};
     json out = json::parse(admission::encode(r))["response"];
     CHECK(out["uid"] == "u-5");
@@ -127,9 +127,9 @@ TEST_CASE("encode writes the same JSON as to_json on every path", "[admission][e
       "u\"quote", json::array({{{"op", "add"}, {"path", "/spec/hostname"}, {"value", "g-0-1"}}}));
   patched.warnings = {"first \"warning\"", "second\nline"};
   admission::Response denied = admission::denied(
-      "u-6", webhook::invalid_argument("bad \\ value \"4x\"\t"), "invalid_topology");
+      "u-6", webhook::invalid_argument("bad \\ value \"4x\"\t").with_reason("invalid_topology"));
   admission::Response bad_utf8 = admission::denied(
-      "u-7", webhook::invalid_argument(std::string("bytes \xff\xfe")), "x");
+      "u-7", webhook::invalid_argument(std::string("bytes \xff\xfe")).with_reason("x"));
   for (const admission::Response& r : {admission::allowed("u-1"), patched, denied, bad_utf8}) {
     CAPTURE(r.uid);
     CHECK(json::parse(admission::encode(r)) ==

@@ -11,6 +11,7 @@
 #include "base/encoding/base64.h"
 #include "dryrun/cli.h"
 #include "dryrun/documents.h"
+#include "support/flag_docs.h"
 #include "support/test_support.h"
 
 using testing::json;
@@ -228,6 +229,30 @@ TEST_CASE("existing Pods (--existing) feed legacy placement, before or after the
   CHECK(testing::env_of(list["items"][0], "TPU_WORKER_ID") == "2");
 }
 
+TEST_CASE("namespace-less --existing Pods are in -n's namespace, as the inputs are (M3.3)",
+          "[dryrun][cli]") {
+  json existing = dryrun::parse_documents(
+                      testing::read_text(fixture("admission/legacy-gap.cluster.yaml")))
+                      ->front();
+  for (json& p : existing["items"]) {
+    p["metadata"].erase("namespace");
+  }
+  TempFile f(existing.dump(), ".json");
+  json pod = json::parse(testing::read_text(fixture("pods/v6e-16-multihost-worker-no-indexing.json")));
+  pod["metadata"].erase("namespace");
+  TempFile input(pod.dump(), ".json");
+  // Both in "team": the existing Pods hold hosts 0, 1 and 3, so the new Pod takes the gap.
+  Run same = run({"-n", "team", "--existing", f.path(), "-o", "json", input.path()});
+  REQUIRE(same.code == 0);
+  CHECK(testing::env_of(json::parse(same.out), "TPU_WORKER_ID") == "2");
+  // An input in another namespace is another worker group: host 0.
+  pod["metadata"]["namespace"] = "other";
+  TempFile elsewhere(pod.dump(), ".json");
+  Run other = run({"-n", "team", "--existing", f.path(), "-o", "json", elsewhere.path()});
+  REQUIRE(other.code == 0);
+  CHECK(testing::env_of(json::parse(other.out), "TPU_WORKER_ID") == "0");
+}
+
 TEST_CASE("explain (--explain) writes the derivation to stderr", "[dryrun][cli]") {
   Run r = run({"--explain", "-o", "patch", fixture("pods/v6e-16-multihost-worker-indexed.json")});
   CHECK(r.code == 0);
@@ -253,6 +278,67 @@ TEST_CASE("help and version flags", "[dryrun][cli]") {
   Run version = run({"--version"});
   CHECK(version.code == 0);
   CHECK_THAT(version.out, Catch::StartsWith("webhook-dryrun "));
+}
+
+TEST_CASE("every flag the CLI reads is in --help and docs/dryrun.md, and no other",
+          "[dryrun][cli][flags]") {
+  std::vector<std::string> spellings = dryrun::flag_spellings();
+  std::set<std::string> table(spellings.begin(), spellings.end());
+  CHECK(table.size() == spellings.size());  // no flag is in the table twice
+  CHECK(table.count("-o") == 1);
+  CHECK(table.count("--existing") == 1);
+  Run help = run({"--help"});
+  CHECK(testing::help_flags(help.out) == table);
+  CHECK(testing::documented_flags(FIXTURE_DIR "/../../docs/dryrun.md") == table);
+  CHECK_THAT(help.out,
+             Catch::Contains("\nFlags:\n  -o, --output FORMAT        yaml, json, patch, review or "
+                             "table") &&
+                 Catch::Contains("  --kuberay-version VERSION  KubeRay operator version (default "
+                                 "1.6)") &&
+                 Catch::Contains("  --device-plugin-port N     TPU device plugin port in "
+                                 "TPU_DEVICE_PLUGIN_ADDR (default 2112)\n"));
+}
+
+TEST_CASE("flags are read in Go's forms, as the server reads them", "[dryrun][cli][flags]") {
+  std::string pod = fixture("pods/v6e-16-multihost-worker-indexed.json");
+  Run reference = run({"-o", "json", pod});
+  REQUIRE(reference.code == 0);
+  auto args =
+      GENERATE_COPY(as<std::vector<std::string>>{}, std::vector<std::string>{"-o=json", pod},
+                    std::vector<std::string>{"--output", "json", pod},
+                    std::vector<std::string>{"-output=json", pod},
+                    std::vector<std::string>{pod, "--", "-o", "json"},
+                    std::vector<std::string>{"-o", "json", "--", pod});
+  CAPTURE(args);
+  Run r = run(args);
+  if (args[1] == "--") {  // after "--" every argument is a file
+    CHECK(r.code == 2);
+    CHECK_THAT(r.err, Catch::StartsWith("webhook-dryrun: -o: cannot open the file"));
+  } else {
+    CHECK(r.code == 0);
+    CHECK(r.out == reference.out);
+  }
+}
+
+TEST_CASE("the flags shared with the server word their errors as it does", "[dryrun][cli][flags]") {
+  // The same lines test/unit/server/flags_test.cpp expects from server::parse_flags.
+  std::string rc = fixture("gke-tutorial/ray-cluster.tpu-v6e-multihost.yaml");
+  auto [args, line] = GENERATE_COPY(table<std::vector<std::string>, std::string>({
+      {{"--tpu-process-port-base=70000", rc},
+       "--tpu-process-port-base=70000: expected a port number from 1 to 65535"},
+      {{"--device-plugin-port", "0", rc},
+       "--device-plugin-port 0: expected a port number from 1 to 65535"},
+      {{"--kuberay-version=latest", rc},
+       "--kuberay-version=latest: KubeRay version \"latest\" is invalid; expected MAJOR.MINOR "
+       "such as 1.6 or v1.5.0"},
+      {{rc, "--megascale-port-base"}, "flag --megascale-port-base needs a value (see --help)"},
+      {{"--bogus=1", rc}, "unknown flag --bogus (see --help)"},
+  }));
+  CAPTURE(args);
+  Run r = run(args);
+  CHECK(r.code == 2);
+  CHECK(r.out.empty());
+  CHECK(r.err == "webhook-dryrun: " + line + "\n");
 }
 
 TEST_CASE("bad usage and unreadable input: exit 2, one line on stderr naming the file",
@@ -306,4 +392,20 @@ TEST_CASE("bad usage and unreadable input: exit 2, one line on stderr naming the
   CHECK(r.out.empty());
   CHECK(line_count(r.err) == 1);
   CHECK_THAT(r.err, Catch::StartsWith("webhook-dryrun: ") && Catch::Contains(message));
+}
+
+TEST_CASE("legacy placement in one run: a dry run reserves nothing, a placement is seen by the "
+          "next input (M3.3)", "[dryrun][cli]") {
+  std::string dry = fixture("admission/legacy-dry-run.json");  // dryRun: true, label-less
+  std::string pod = fixture("pods/v6e-16-multihost-worker-no-indexing.json");  // same group
+  Run r = run({"-o", "json", dry, pod, dry, pod});
+  REQUIRE(r.code == 0);
+  std::vector<std::string> placed;
+  for (std::size_t at = r.err.find("placed as replica "); at != std::string::npos;
+       at = r.err.find("placed as replica ", at + 1)) {
+    placed.push_back(r.err.substr(at, r.err.find(" from the group", at) - at));
+  }
+  CHECK(placed == std::vector<std::string>{
+                      "placed as replica 0 host 0", "placed as replica 0 host 0",  // dry, then real
+                      "placed as replica 0 host 1", "placed as replica 0 host 1"});
 }

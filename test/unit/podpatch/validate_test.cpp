@@ -85,9 +85,14 @@ json cluster(std::vector<json> groups, const std::string& ns = "default") {
           {"spec", {{"headGroupSpec", head}, {"workerGroupSpecs", json(std::move(groups))}}}};
 }
 
-podpatch::ClusterVerdict validate(const json& c) {
+// The denial reason of a report; "" when it passes.
+std::string_view reason_of(const podpatch::ClusterReport& r) {
+  return r.status.ok() ? std::string_view() : r.status.error().reason;
+}
+
+podpatch::ClusterReport validate(const json& c) {
   FakeNodes nodes;
-  podpatch::ClusterVerdict v = podpatch::validate_raycluster(c, nodes);
+  podpatch::ClusterReport v = podpatch::validate_raycluster(c, nodes);
   return v;
 }
 
@@ -124,10 +129,10 @@ TEST_CASE("V1/V2: good worker groups pass (the worked examples as RayClusters)",
       {"tpu7x", "4x4x4", 4, 16},               // E8
   }));
   CAPTURE(accelerator, topology, chips);
-  podpatch::ClusterVerdict v = validate(cluster({group("tpu-group", accelerator, topology, chips, hosts)}));
-  CHECK_FALSE(v.denial.has_value());
+  podpatch::ClusterReport v = validate(cluster({group("tpu-group", accelerator, topology, chips, hosts)}));
+  CHECK(v.status.ok());
   CHECK(v.denied_group.empty());
-  CHECK(v.reason.empty());
+  CHECK(reason_of(v).empty());
   CHECK(v.warnings.empty());
 }
 
@@ -145,8 +150,8 @@ TEST_CASE("V1: groups without TPU containers pass whatever else they lack", "[po
           "template": {"spec": {"containers": [{"name": "c",
               "resources": {"limits": {"google.com/tpu": "0"}}}]}}}]}})"));
   CAPTURE(c.dump());
-  podpatch::ClusterVerdict v = validate(c);
-  CHECK_FALSE(v.denial.has_value());
+  podpatch::ClusterReport v = validate(c);
+  CHECK(v.status.ok());
   CHECK(v.warnings.empty());
 }
 
@@ -164,11 +169,11 @@ TEST_CASE("V1: a worker group without containers is denied", "[podpatch][validat
        "workerGroupSpecs[1]"},
   }));
   CAPTURE(row);
-  podpatch::ClusterVerdict v = validate(cluster({group("cpu", "", "", 0, json()), g}));
-  REQUIRE(v.denial.has_value());
-  CHECK(v.denial->code == webhook::ErrorCode::kInvalidArgument);
-  CHECK(v.reason == "no_containers");
-  CHECK(v.denial->message == "RayCluster default/rc: worker group " + label +
+  podpatch::ClusterReport v = validate(cluster({group("cpu", "", "", 0, json()), g}));
+  REQUIRE_FALSE(v.status.ok());
+  CHECK(v.status.error().code == webhook::ErrorCode::kInvalidArgument);
+  CHECK(reason_of(v) == "no_containers");
+  CHECK(v.status.error().message == "RayCluster default/rc: worker group " + label +
                                  ": template.spec.containers is empty; a worker group needs a "
                                  "Ray container");
   CHECK(v.denied_group == g.value("groupName", ""));
@@ -185,24 +190,24 @@ TEST_CASE("V2: numOfHosts missing or 0 is denied", "[podpatch][validate]") {
   if (set) {
     g["numOfHosts"] = hosts;
   }
-  podpatch::ClusterVerdict v = validate(cluster({g}));
-  REQUIRE(v.denial.has_value());
-  CHECK(v.denial->code == webhook::ErrorCode::kInvalidArgument);
-  CHECK(v.reason == "missing_num_of_hosts");
+  podpatch::ClusterReport v = validate(cluster({g}));
+  REQUIRE_FALSE(v.status.ok());
+  CHECK(v.status.error().code == webhook::ErrorCode::kInvalidArgument);
+  CHECK(reason_of(v) == "missing_num_of_hosts");
   CHECK(v.denied_group == "tpu-group");
-  CHECK_THAT(v.denial->message,
+  CHECK_THAT(v.status.error().message,
              Catch::StartsWith("RayCluster default/rc: worker group \"tpu-group\": numOfHosts is "));
-  CHECK_THAT(v.denial->message, Catch::EndsWith("set numOfHosts: 4 (topology 4x4 has 16 chips at "
+  CHECK_THAT(v.status.error().message, Catch::EndsWith("set numOfHosts: 4 (topology 4x4 has 16 chips at "
                                                 "4 chips per host)"));
 }
 
 TEST_CASE("V2: numOfHosts that is not a positive integer is denied", "[podpatch][validate]") {
   auto hosts = GENERATE(json("4"), json(-1), json(1.5), json(true), json::array({4}));
   CAPTURE(hosts.dump());
-  podpatch::ClusterVerdict v = validate(cluster({group("tpu-group", "tpu-v6e-slice", "4x4", 4, hosts)}));
-  REQUIRE(v.denial.has_value());
-  CHECK(v.reason == "invalid_num_of_hosts");
-  CHECK(v.denial->message == "RayCluster default/rc: worker group \"tpu-group\": numOfHosts " +
+  podpatch::ClusterReport v = validate(cluster({group("tpu-group", "tpu-v6e-slice", "4x4", 4, hosts)}));
+  REQUIRE_FALSE(v.status.ok());
+  CHECK(reason_of(v) == "invalid_num_of_hosts");
+  CHECK(v.status.error().message == "RayCluster default/rc: worker group \"tpu-group\": numOfHosts " +
                                  hosts.dump() +
                                  " is not a positive integer; set numOfHosts: 4 (topology 4x4 has "
                                  "16 chips at 4 chips per host)");
@@ -227,11 +232,11 @@ TEST_CASE("V2: hosts != numOfHosts is denied with the searchable sentence", "[po
        "8 chips at 4 chips per host, so it needs 2 hosts, but numOfHosts is 4; set numOfHosts: 2"},
   }));
   CAPTURE(row);
-  podpatch::ClusterVerdict v = validate(cluster({g}, "team"));
-  REQUIRE(v.denial.has_value());
-  CHECK(v.denial->code == webhook::ErrorCode::kInvalidArgument);
-  CHECK(v.reason == "hosts_mismatch");
-  CHECK(v.denial->message == std::string(kMismatch) + ": RayCluster team/rc: " + message);
+  podpatch::ClusterReport v = validate(cluster({g}, "team"));
+  REQUIRE_FALSE(v.status.ok());
+  CHECK(v.status.error().code == webhook::ErrorCode::kInvalidArgument);
+  CHECK(reason_of(v) == "hosts_mismatch");
+  CHECK(v.status.error().message == std::string(kMismatch) + ": RayCluster team/rc: " + message);
   CHECK(v.denied_group == g["groupName"].get<std::string>());
 }
 
@@ -263,22 +268,22 @@ TEST_CASE("V2: a missing or invalid topology (any M2 rule) is denied", "[podpatc
            "3 chips per host does not divide the 16 chips of topology 4x4"},
       }));
   CAPTURE(row);
-  podpatch::ClusterVerdict v = validate(cluster({g}));
-  REQUIRE(v.denial.has_value());
-  CHECK(v.reason == reason);
-  CHECK(v.denial->code == code);
-  CHECK_THAT(v.denial->message, Catch::Contains(message));
-  CHECK_THAT(v.denial->message, Catch::StartsWith("RayCluster default/rc: worker group \"tpu-group\": "));
+  podpatch::ClusterReport v = validate(cluster({g}));
+  REQUIRE_FALSE(v.status.ok());
+  CHECK(reason_of(v) == reason);
+  CHECK(v.status.error().code == code);
+  CHECK_THAT(v.status.error().message, Catch::Contains(message));
+  CHECK_THAT(v.status.error().message, Catch::StartsWith("RayCluster default/rc: worker group \"tpu-group\": "));
 }
 
 TEST_CASE("V2: a malformed google.com/tpu quantity is denied, naming the field",
           "[podpatch][validate]") {
   json g = group("tpu-group", "tpu-v6e-slice", "4x4", 4, json(4));
   g["template"]["spec"]["containers"][0]["resources"]["limits"]["google.com/tpu"] = "4.5";
-  podpatch::ClusterVerdict v = validate(cluster({g}));
-  REQUIRE(v.denial.has_value());
-  CHECK(v.reason == "invalid_resources");
-  CHECK_THAT(v.denial->message,
+  podpatch::ClusterReport v = validate(cluster({g}));
+  REQUIRE_FALSE(v.status.ok());
+  CHECK(reason_of(v) == "invalid_resources");
+  CHECK_THAT(v.status.error().message,
              Catch::StartsWith("RayCluster default/rc: worker group \"tpu-group\": "
                                "template.spec.containers[ray-worker].resources.limits[google.com/tpu] "
                                "\"4.5\" is not a whole number of TPU chips"));
@@ -339,10 +344,10 @@ TEST_CASE("V3: subsliced groups are checked against the parent topology and the 
   CAPTURE(row);
   json g = group("sub", accelerator, parent, 4, json(hosts), subslice);
   FakeNodes fake(nodes);
-  podpatch::ClusterVerdict v = podpatch::validate_raycluster(cluster({g}), fake);
+  podpatch::ClusterReport v = podpatch::validate_raycluster(cluster({g}), fake);
   CAPTURE(v.warnings);
   if (reason.empty()) {
-    CHECK_FALSE(v.denial.has_value());
+    CHECK(v.status.ok());
     if (text.empty()) {
       CHECK(v.warnings.empty());
     } else {
@@ -350,11 +355,11 @@ TEST_CASE("V3: subsliced groups are checked against the parent topology and the 
       CHECK_THAT(v.warnings[0], Catch::Contains(text));
     }
   } else {
-    REQUIRE(v.denial.has_value());
-    CHECK(v.reason == reason);
+    REQUIRE_FALSE(v.status.ok());
+    CHECK(reason_of(v) == reason);
     CHECK(v.denied_group == "sub");
-    CHECK_THAT(v.denial->message, Catch::Contains(text));
-    CHECK(v.denial->code == (reason == "subslice_unplaceable" || reason == "subslice_ambiguous"
+    CHECK_THAT(v.status.error().message, Catch::Contains(text));
+    CHECK(v.status.error().code == (reason == "subslice_unplaceable" || reason == "subslice_ambiguous"
                                  ? webhook::ErrorCode::kFailedPrecondition
                                  : webhook::ErrorCode::kInvalidArgument));
   }
@@ -379,18 +384,18 @@ TEST_CASE("V3: the Nodes of the template's nodeSelector decide", "[podpatch][val
   }
   SECTION("a block of 2 in the parent's pool: allowed") {
     ListedNodes nodes(all);
-    podpatch::ClusterVerdict v = podpatch::validate_raycluster(
+    podpatch::ClusterReport v = podpatch::validate_raycluster(
         cluster({group("sub", "tpu-v6e-slice", "4x4", 4, json(2), "2x4")}), nodes);
-    CHECK_FALSE(v.denial.has_value());
+    CHECK(v.status.ok());
     CHECK(v.warnings.empty());
   }
   SECTION("the other pool's block of 3 does not count for 3 hosts") {
     ListedNodes nodes(all);
-    podpatch::ClusterVerdict v = podpatch::validate_raycluster(
+    podpatch::ClusterReport v = podpatch::validate_raycluster(
         cluster({group("sub", "tpu-v6e-slice", "4x4", 4, json(3), "3x4")}), nodes);
-    REQUIRE(v.denial.has_value());
-    CHECK(v.reason == "subslice_ambiguous");
-    CHECK_THAT(v.denial->message, Catch::Contains("among the 4 matching Nodes has exactly 3 Nodes"));
+    REQUIRE_FALSE(v.status.ok());
+    CHECK(reason_of(v) == "subslice_ambiguous");
+    CHECK_THAT(v.status.error().message, Catch::Contains("among the 4 matching Nodes has exactly 3 Nodes"));
   }
 }
 
@@ -425,8 +430,8 @@ TEST_CASE("V3: Kueue-managed or single-host subsliced groups skip the Node check
   } else if (where == "group labels") {
     c["spec"]["workerGroupSpecs"][0]["labels"][key] = value;
   }
-  podpatch::ClusterVerdict v = podpatch::validate_raycluster(c, fake);
-  CHECK_FALSE(v.denial.has_value());
+  podpatch::ClusterReport v = podpatch::validate_raycluster(c, fake);
+  CHECK(v.status.ok());
   CHECK(v.warnings.empty());
   CHECK(fake.asked.empty());
 }
@@ -435,9 +440,9 @@ TEST_CASE("V3: without a Kueue trigger the same Nodes deny the group", "[podpatc
   FakeNodes fake(std::vector<Labels>{tpu_node(""), tpu_node("")});
   json c = cluster({group("sub", "tpu-v6e-slice", "4x4", 4, json(2), "2x4")});
   c["metadata"]["annotations"]["cloud.google.com/skip-tpu-webhook-check"] = "false";
-  podpatch::ClusterVerdict v = podpatch::validate_raycluster(c, fake);
-  REQUIRE(v.denial.has_value());
-  CHECK(v.reason == "subslice_unplaceable");
+  podpatch::ClusterReport v = podpatch::validate_raycluster(c, fake);
+  REQUIRE_FALSE(v.status.ok());
+  CHECK(reason_of(v) == "subslice_unplaceable");
 }
 
 TEST_CASE("V4: the first failing group decides; every group's warnings are returned",
@@ -447,12 +452,12 @@ TEST_CASE("V4: the first failing group decides; every group's warnings are retur
                       group("odd-accel", "tpu-v9-slice", "4x4", 4, json(4)),
                       group("bad-a", "tpu-v6e-slice", "4x4", 4, json(3)),
                       group("bad-b", "tpu-v6e-slice", "", 4, json(4))});
-    podpatch::ClusterVerdict v = validate(c);
-    REQUIRE(v.denial.has_value());
+    podpatch::ClusterReport v = validate(c);
+    REQUIRE_FALSE(v.status.ok());
     CHECK(v.denied_group == "bad-a");
-    CHECK(v.reason == "hosts_mismatch");
-    CHECK_THAT(v.denial->message, Catch::Contains("worker group \"bad-a\""));
-    CHECK_THAT(v.denial->message, !Catch::Contains("bad-b"));
+    CHECK(reason_of(v) == "hosts_mismatch");
+    CHECK_THAT(v.status.error().message, Catch::Contains("worker group \"bad-a\""));
+    CHECK_THAT(v.status.error().message, !Catch::Contains("bad-b"));
     REQUIRE(v.warnings.size() == 1);
     CHECK_THAT(v.warnings[0],
                Catch::StartsWith("RayCluster default/rc: worker group \"odd-accel\": accelerator "
@@ -461,18 +466,18 @@ TEST_CASE("V4: the first failing group decides; every group's warnings are retur
   SECTION("the order of groups decides which failure is reported") {
     json c = cluster({group("bad-b", "tpu-v6e-slice", "", 4, json(4)),
                       group("bad-a", "tpu-v6e-slice", "4x4", 4, json(3))});
-    podpatch::ClusterVerdict v = validate(c);
-    REQUIRE(v.denial.has_value());
+    podpatch::ClusterReport v = validate(c);
+    REQUIRE_FALSE(v.status.ok());
     CHECK(v.denied_group == "bad-b");
-    CHECK(v.reason == "missing_topology");
+    CHECK(reason_of(v) == "missing_topology");
   }
   SECTION("all warnings of an allowed cluster, in group order") {
     FakeNodes none(std::vector<Labels>{});
     json c = cluster({group("v4-2d", "tpu-v4-podslice", "4x4", 4, json(4)),
                       group("sub", "tpu-v6e-slice", "4x4", 4, json(2), "2x4"),
                       group("tpu-8", "tpu7x", "2x2x2", 8, json(1))});
-    podpatch::ClusterVerdict v = podpatch::validate_raycluster(c, none);
-    CHECK_FALSE(v.denial.has_value());
+    podpatch::ClusterReport v = podpatch::validate_raycluster(c, none);
+    CHECK(v.status.ok());
     REQUIRE(v.warnings.size() == 3);
     CHECK_THAT(v.warnings[0], Catch::StartsWith("RayCluster default/rc: worker group \"v4-2d\": "
                                                 "topology 4x4 has 2 dimensions"));
@@ -492,9 +497,9 @@ TEST_CASE("V1: malformed workerGroupSpecs are denied", "[podpatch][validate]") {
   CAPTURE(row);
   json c = cluster({});
   c["spec"]["workerGroupSpecs"] = specs;
-  podpatch::ClusterVerdict v = validate(c);
-  REQUIRE(v.denial.has_value());
-  CHECK(v.reason == "malformed_object");
-  CHECK(v.denial->code == webhook::ErrorCode::kInvalidArgument);
-  CHECK(v.denial->message == message);
+  podpatch::ClusterReport v = validate(c);
+  REQUIRE_FALSE(v.status.ok());
+  CHECK(reason_of(v) == "malformed_object");
+  CHECK(v.status.error().code == webhook::ErrorCode::kInvalidArgument);
+  CHECK(v.status.error().message == message);
 }

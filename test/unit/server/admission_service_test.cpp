@@ -11,8 +11,9 @@
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/ostream_sink.h>
 
-#include "admission/static_sources.h"
 #include "server/admission_service.h"
+#include "kube/live_sources.h"
+#include "kube/pod_sources.h"
 
 namespace {
 
@@ -35,7 +36,17 @@ struct Fixture {
   }
   server::HttpReply post(std::string_view path, std::string_view body,
                          std::string_view content_type = "application/json") {
-    return service->serve({"POST", path, content_type, body, false, false});
+    return serve({"POST", path, content_type, body, false, false});
+  }
+  // The transport's routes: /mutate and /validate to admit(), every other path to other().
+  server::HttpReply serve(const server::HttpRequestView& request) {
+    if (request.path == "/mutate") {
+      return service->admit(server::Webhook::kMutate, request);
+    }
+    if (request.path == "/validate") {
+      return service->admit(server::Webhook::kValidate, request);
+    }
+    return service->other(request);
   }
   json last_log() {
     std::string text = logged.str();
@@ -43,9 +54,9 @@ struct Fixture {
     return json::parse(text.substr(text.rfind('\n') + 1));
   }
 
-  admission::DisabledPodSource pods;
-  admission::StaticNodeSource nodes{false};
-  admission::StaticServiceSource services;
+  kube::DisabledPodSource pods;
+  kube::LiveNodeSource nodes;        // never listed: Nodes cannot be listed
+  kube::LiveServiceSource services;  // never listed: no Services
   admission::Handler handler{{}, pods, nodes, services};
   server::Metrics metrics;
   std::ostringstream logged;
@@ -159,7 +170,7 @@ TEST_CASE("envelope failures with a readable uid are AdmissionReview denials (do
   };
   for (const Case& c : cases) {
     CAPTURE(c.name);
-    server::HttpReply reply = f.service->serve(c.request);
+    server::HttpReply reply = f.serve(c.request);
     json r = review_of(reply);
     std::string expected_uid = c.request.body == good ? uid : "uid-7";
     CHECK(r["uid"] == expected_uid);
@@ -173,13 +184,13 @@ TEST_CASE("envelope failures with a readable uid are AdmissionReview denials (do
 
 TEST_CASE("envelope failures without a uid are HTTP errors with one line of JSON", "[service]") {
   Fixture f;
-  check_status(f.service->serve({"GET", "/mutate", "", ""}), 405, "method GET");
-  CHECK(f.service->serve({"GET", "/mutate", "", ""}).allow_post_header);
-  check_status(f.service->serve({"POST", "/mutate", "application/json", "xxxx", true, false}), 413,
+  check_status(f.serve({"GET", "/mutate", "", ""}), 405, "method GET");
+  CHECK(f.serve({"GET", "/mutate", "", ""}).allow_post_header);
+  check_status(f.serve({"POST", "/mutate", "application/json", "xxxx", true, false}), 413,
                "larger than");
   check_status(f.post("/mutate", "not json", "text/plain"), 415, "expected application/json");
   check_status(f.post("/mutate", ""), 400, "empty request body");
-  check_status(f.service->serve({"POST", "/validate", "application/json", "{\"api", false, true, true}),
+  check_status(f.serve({"POST", "/validate", "application/json", "{\"api", false, true, true}),
                408, "--read-timeout");
   check_status(f.post("/mutate", "{\"a\":"), 400, "not valid JSON");
   check_status(f.post("/mutate", "[1,2]"), 400, "not an AdmissionReview");
@@ -196,7 +207,7 @@ TEST_CASE("envelope failures without a uid are HTTP errors with one line of JSON
 
 TEST_CASE("GET / answers as the Go webhook's probes expect", "[service]") {
   Fixture f;
-  server::HttpReply reply = f.service->serve({"GET", "/", "", ""});
+  server::HttpReply reply = f.serve({"GET", "/", "", ""});
   CHECK(reply.status == 200);
   CHECK(reply.body == "kuberay-tpu-webhook");
 }
@@ -223,5 +234,5 @@ TEST_CASE("the uid is read from the start of a review, however it ends", "[servi
       {"garbage", ""},
   }));
   CAPTURE(text);
-  CHECK(server::sniff_uid(text) == uid);
+  CHECK(admission::request_uid(text) == uid);
 }
