@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs every Debian 12 package kuberay-tpu-webhook needs to build, test and benchmark.
+# Installs every Debian 12 package kuberay-tpu-webhook needs to build, test, lint and benchmark.
 # Usage: bash scripts/setup.sh            (as root, or as a user with sudo)
 #        SETUP_MINIMAL=1 bash scripts/setup.sh   (build dependencies only, for container builds)
 set -euo pipefail
@@ -12,6 +12,7 @@ build_packages=(
 test_packages=(
   curl openssl python3 python3-yaml yamllint prometheus wrk nginx-light procps
   clang-14 libclang-rt-14-dev valgrind
+  clang-format-14 clang-tidy-14  # scripts/lint.sh
 )
 
 packages=("${build_packages[@]}")
