@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "admission/review.h"
+#include "base/text/numbers.h"
 #include "dryrun/documents.h"
 #include "dryrun/expand.h"
-#include "base/text/numbers.h"
 
 namespace {
 

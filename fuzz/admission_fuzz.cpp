@@ -16,7 +16,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   for (bool mutate : {true, false}) {
     webhook::Result<admission::Request> req = admission::decode(body);
     std::string uid = req ? req->uid : admission::request_uid(body);
-    admission::Response r = !req    ? admission::denied(uid, req.error())
+    admission::Response r = !req     ? admission::denied(uid, req.error())
                             : mutate ? handler.mutate(*req)
                                      : handler.validate(*req);
     std::string out = admission::encode(r);

@@ -8,8 +8,8 @@
 
 #include "kube/clock.h"
 #include "kube/live_sources.h"
-#include "kube/reflector.h"
 #include "kube/pod_sources.h"
+#include "kube/reflector.h"
 #include "kube/slice_registry.h"
 #include "kube/stream.h"
 

@@ -93,8 +93,8 @@ json read_json(const std::string& path) {
 }
 
 json base_pod(const std::string& cluster, const std::string& group) {
-  static const json pod = read_json(std::string(FIXTURE_DIR) +
-                                    "/pods/v6e-16-multihost-worker-no-indexing.json");
+  static const json pod =
+      read_json(std::string(FIXTURE_DIR) + "/pods/v6e-16-multihost-worker-no-indexing.json");
   json p = pod;
   p["metadata"]["labels"]["ray.io/cluster"] = cluster;
   p["metadata"]["labels"]["ray.io/group"] = group;
@@ -127,11 +127,10 @@ json cluster_pod(int index) {
       {"hostIP", "10.0.0." + std::to_string(index % 250)},
       {"podIP", "10.4.0." + std::to_string(index % 250)},
       {"startTime", "2025-05-01T10:00:05Z"},
-      {"conditions",
-       json::array({{{"type", "Initialized"}, {"status", "True"}},
-                    {{"type", "Ready"}, {"status", "True"}},
-                    {{"type", "ContainersReady"}, {"status", "True"}},
-                    {{"type", "PodScheduled"}, {"status", "True"}}})},
+      {"conditions", json::array({{{"type", "Initialized"}, {"status", "True"}},
+                                  {{"type", "Ready"}, {"status", "True"}},
+                                  {{"type", "ContainersReady"}, {"status", "True"}},
+                                  {{"type", "PodScheduled"}, {"status", "True"}}})},
       {"containerStatuses",
        json::array({{{"name", "ray-worker"},
                      {"ready", true},
@@ -153,8 +152,9 @@ int serve(const Args& a) {
   for (int i = 0; i < 64; ++i) {
     api.create("nodes", {{"metadata",
                           {{"name", "gke-tpu-node-" + std::to_string(i)},
-                           {"labels", {{"cloud.google.com/gke-tpu-accelerator", "tpu-v6e-slice"},
-                                       {"cloud.google.com/gke-tpu-topology", "8x8"}}}}}});
+                           {"labels",
+                            {{"cloud.google.com/gke-tpu-accelerator", "tpu-v6e-slice"},
+                             {"cloud.google.com/gke-tpu-topology", "8x8"}}}}}});
   }
   api.set_record_events(true);  // the webhook replicas' Lease writes are watched
   std::cerr << "fake API: " << a.pods << " Pods, " << bytes / (1 << 20) << " MiB of JSON, port "

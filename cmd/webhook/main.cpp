@@ -2,16 +2,15 @@
 // tests link it; this file only wires them and owns the process: signals, the default logger,
 // exit codes (0 clean shutdown, 1 startup failure or forced exit, 2 bad command line).
 #include <pthread.h>
-#include <signal.h>
+#include <spdlog/spdlog.h>
 
 #include <atomic>
+#include <csignal>
 #include <cstdlib>
 #include <iostream>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <spdlog/spdlog.h>
 
 #include "admission/handler.h"
 #include "kube/config.h"
@@ -30,8 +29,7 @@ constexpr int kExitUsage = 2;
 // the port open for the drain delay, SIGINT does not), a second one exits at once.
 class SignalWatcher {
  public:
-  SignalWatcher(server::WebhookServer& srv, const server::Log& log,
-                std::chrono::milliseconds drain)
+  SignalWatcher(server::WebhookServer& srv, const server::Log& log, std::chrono::milliseconds drain)
       : thread_([this, &srv, &log, drain] { run(srv, log, drain); }) {}
   ~SignalWatcher() {
     done_ = true;
@@ -158,8 +156,8 @@ int main(int argc, char** argv) {
                {{"reason", api.error().message}});
     }
   }
-  log.info("legacy placement", {{"enabled", live != nullptr},
-                                {"api", live ? live->server() : std::string()}});
+  log.info("legacy placement",
+           {{"enabled", live != nullptr}, {"api", live ? live->server() : std::string()}});
 
   // Without legacy placement: Pods lacking KubeRay's index labels are denied with a message
   // saying how to fix it, Nodes cannot be listed and headless Service names follow

@@ -40,8 +40,7 @@ void explain_facts(const PodFacts& f, const podpatch::PodView& view, Lines& out)
   out.push_back("chips per host: google.com/tpu " + per + " = " +
                 std::to_string(slice.chips_per_host()));
   out.push_back("hosts: max(" + std::to_string(slice.chips()) + " / " +
-                std::to_string(slice.chips_per_host()) + ", 1) = " +
-                std::to_string(slice.hosts()) +
+                std::to_string(slice.chips_per_host()) + ", 1) = " + std::to_string(slice.hosts()) +
                 (slice.multi_host() ? " (multi-host)" : " (single-host)"));
   out.push_back("accelerator: " + webhook::quote(slice.accelerator()) + " -> " +
                 std::to_string(slice.chiplets()) + " device(s) per chip, " +
@@ -56,7 +55,8 @@ void explain_placement(const PodDecision& d, const Config& config, Lines& out) {
   std::string story =
       d.names->live ? "the Service labelled ray.io/headless-worker-svc=" + d.facts->key.cluster
       : config.kuberay.legacy_headless_service()
-          ? "KubeRay " + config.kuberay.text() + " names it CheckName(<cluster>-headless-worker-svc)"
+          ? "KubeRay " + config.kuberay.text() +
+                " names it CheckName(<cluster>-headless-worker-svc)"
           : "KubeRay >= 1.4 names it <cluster>-headless";
   out.push_back("headless Service: " + d.names->service + " (" + story + ")");
 }

@@ -35,14 +35,13 @@ webhook::Status check_kind(const Request& req, std::string_view kind, std::strin
 
 // A Pod denial names the Pod first: "Pod "<name>" in namespace "<ns>": <what is wrong>".
 Response deny_pod(const Request& req, webhook::Error error) {
-  std::string ns = !req.ns.empty() ? req.ns
-                                   : std::string(webhook::string_member(
-                                                     webhook::member(req.object, "metadata"),
-                                                     "namespace")
-                                                     .value_or(""));
+  std::string ns =
+      !req.ns.empty()
+          ? req.ns
+          : std::string(webhook::string_member(webhook::member(req.object, "metadata"), "namespace")
+                            .value_or(""));
   error.message = "Pod " + webhook::quote(podpatch::pod_name(req.object, req.name)) +
-                  (ns.empty() ? "" : " in namespace " + webhook::quote(ns)) + ": " +
-                  error.message;
+                  (ns.empty() ? "" : " in namespace " + webhook::quote(ns)) + ": " + error.message;
   return denied(req.uid, error);
 }
 
@@ -82,10 +81,8 @@ webhook::Error not_a_dns_label(std::string message) {
 
 // A multi-host Pod's placement comes from its labels (M3.1, M3.2), from the slot it was already
 // given, or else from legacy placement (M3.3).
-webhook::Result<std::optional<Placement>> placement_without_source(const PodView& view,
-                                                                   int hosts) {
-  webhook::Result<std::optional<Placement>> labelled =
-      podpatch::placement_from_labels(view, hosts);
+webhook::Result<std::optional<Placement>> placement_without_source(const PodView& view, int hosts) {
+  webhook::Result<std::optional<Placement>> labelled = podpatch::placement_from_labels(view, hosts);
   if (!labelled) {
     return webhook::Error(labelled.error()).with_reason(reasons::kInvalidIndexLabel);
   }
@@ -155,7 +152,8 @@ webhook::Result<std::string> Handler::topology_key(const PodView& view,
   if (!nodes || nodes->empty()) {
     return key;
   }
-  std::optional<std::string_view> sub = podpatch::subslice_topology_key(*nodes, facts.slice.hosts());
+  std::optional<std::string_view> sub =
+      podpatch::subslice_topology_key(*nodes, facts.slice.hosts());
   if (!sub) {
     return webhook::failed_precondition(
                "ambiguous subslice: no TPU host, subblock, block or node pool among the " +

@@ -81,7 +81,8 @@ class Handler {
 
  private:
   webhook::Result<Response> mutate_tpu_pod(const Request& request, PodDecision& decision) const;
-  webhook::Result<PodNames> choose_names(const PodFacts& facts, const podpatch::PodView& view) const;
+  webhook::Result<PodNames> choose_names(const PodFacts& facts,
+                                         const podpatch::PodView& view) const;
   webhook::Result<PodPlacement> choose_placement(const Request& request,
                                                  const podpatch::PodView& view,
                                                  const PodFacts& facts) const;

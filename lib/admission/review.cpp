@@ -10,11 +10,11 @@ using webhook::member;
 using webhook::string_member;
 namespace {
 
-
 constexpr std::string_view kApiVersion = "admission.k8s.io/v1";
 
 webhook::Error malformed(std::string message) {
-  return webhook::invalid_argument(std::move(message)).with_reason(podpatch::reasons::kMalformedRequest);
+  return webhook::invalid_argument(std::move(message))
+      .with_reason(podpatch::reasons::kMalformedRequest);
 }
 
 // Stops at request.uid of a top-level object; everything else is skipped unparsed into values.
@@ -246,6 +246,5 @@ std::string encode(const Response& response) {
   out += "}}";
   return out;
 }
-
 
 }  // namespace admission

@@ -6,12 +6,11 @@
 //                               : admission::denied(admission::request_uid(body), req.error());
 //   std::string out = admission::encode(r);   // response.uid == request.uid on every path
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "base/status/result.h"
 #include "podpatch/placement.h"
@@ -26,17 +25,17 @@ inline constexpr int kMaxJsonDepth = 100;
 
 struct Request {
   std::string uid;
-  std::string kind;     // request.kind.kind, e.g. "Pod"
-  std::string group;    // request.kind.group, "" for core
-  std::string version;  // request.kind.version
+  std::string kind;       // request.kind.kind, e.g. "Pod"
+  std::string group;      // request.kind.group, "" for core
+  std::string version;    // request.kind.version
   std::string operation;  // CREATE, UPDATE, DELETE, CONNECT
   bool dry_run = false;
   std::string ns;
   std::string name;           // request.name
   std::string object_name;    // request.object.metadata.name
   std::string generate_name;  // request.object.metadata.generateName
-  json object;      // request.object (null for DELETE)
-  json old_object;  // request.oldObject (UPDATE and DELETE), else null
+  json object;                // request.object (null for DELETE)
+  json old_object;            // request.oldObject (UPDATE and DELETE), else null
 };
 
 // Parses an AdmissionReview. Fails with reason malformed_request and a message saying what is
@@ -58,9 +57,9 @@ struct Response {
   std::string uid;
   bool allowed = true;
   int code = 200;
-  std::string message;  // denials: what is wrong and how to fix it
+  std::string message;      // denials: what is wrong and how to fix it
   std::string_view reason;  // denials: a name from podpatch/reasons.h, e.g. "invalid_topology"
-  json patch;           // RFC 6902 operations; null or empty means no patch
+  json patch;               // RFC 6902 operations; null or empty means no patch
   std::vector<std::string> warnings;
   std::optional<podpatch::Placement> placement;  // for logs and metrics, not encoded
 };
@@ -76,6 +75,5 @@ std::string encode(const Response& response);
 
 // The same response as a json value (for printing by the CLI).
 json to_json(const Response& response);
-
 
 }  // namespace admission

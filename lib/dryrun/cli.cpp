@@ -9,12 +9,12 @@
 #include "admission/config_flags.h"
 #include "admission/handler.h"
 #include "admission/review.h"
+#include "base/flags/flags.h"
+#include "base/json/access.h"
 #include "dryrun/documents.h"
 #include "dryrun/expand.h"
 #include "dryrun/output.h"
 #include "kube/listed_cluster.h"
-#include "base/flags/flags.h"
-#include "base/json/access.h"
 #include "podpatch/pod_view.h"
 
 namespace dryrun {
@@ -101,7 +101,7 @@ Flag<Options> switch_flag(std::string name, std::string alias, bool Options::*fi
 }
 
 const FlagTable<Options>& table() {
-  static const FlagTable<Options> flags = [] {
+  static const FlagTable<Options> kFlags = [] {
     FlagTable<Options> t;
     t.section("Flags")
         .add(output_flag())
@@ -129,7 +129,7 @@ const FlagTable<Options>& table() {
      }).dash_dash_ends_flags();
     return t;
   }();
-  return flags;
+  return kFlags;
 }
 
 webhook::Result<Options> parse_flags(const std::vector<std::string>& args) {
@@ -314,7 +314,9 @@ webhook::Status check_item(const Item& item, const Options& o) {
 class Runner {
  public:
   Runner(const Options& o, CliIo io, Cluster& cluster)
-      : o_(o), io_(io), cluster_(cluster),
+      : o_(o),
+        io_(io),
+        cluster_(cluster),
         handler_(o.config, cluster.state.pods(), cluster.state.nodes(), cluster.state.services()) {}
 
   // Returns the exit code for one item that passed check_item, or an input problem.
@@ -443,8 +445,8 @@ class Runner {
         return kExitDenied;
       }
       json mutated = pod_req.object.patch(r.patch.is_array() ? r.patch : json::array());
-      rows.push_back({ordinal, w.group, r.placement ? r.placement->slot : podpatch::Slot{},
-                      mutated});
+      rows.push_back(
+          {ordinal, w.group, r.placement ? r.placement->slot : podpatch::Slot{}, mutated});
       list["items"].push_back(std::move(mutated));
     }
     if (out == "table") {

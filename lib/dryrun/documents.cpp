@@ -1,15 +1,15 @@
 #include "dryrun/documents.h"
 
+#include <yaml-cpp/depthguard.h>
+#include <yaml-cpp/eventhandler.h>
+#include <yaml-cpp/mark.h>
+#include <yaml-cpp/yaml.h>
+
 #include <charconv>
 #include <cmath>
 #include <cstring>
 #include <map>
 #include <sstream>
-
-#include <yaml-cpp/depthguard.h>
-#include <yaml-cpp/eventhandler.h>
-#include <yaml-cpp/mark.h>
-#include <yaml-cpp/yaml.h>
 
 #include "admission/review.h"
 
@@ -20,7 +20,8 @@ constexpr std::string_view kStrTag = "tag:yaml.org,2002:str";
 
 // kubectl's YAML decoder (go-yaml, YAML 1.1) resolves these plain scalars to booleans.
 std::optional<bool> yaml_bool(std::string_view s) {
-  for (std::string_view t : {"true", "True", "TRUE", "yes", "Yes", "YES", "on", "On", "ON", "y", "Y"}) {
+  for (std::string_view t :
+       {"true", "True", "TRUE", "yes", "Yes", "YES", "on", "On", "ON", "y", "Y"}) {
     if (s == t) {
       return true;
     }
@@ -71,8 +72,8 @@ json plain_scalar(const std::string& s) {
     return s;  // JSON has no infinities or NaN; keep the text
   }
   double d = 0;
-  if (auto [p, ec] = std::from_chars(digits, last, d); ec == std::errc() && p == last &&
-                                                        std::isfinite(d)) {
+  if (auto [p, ec] = std::from_chars(digits, last, d);
+      ec == std::errc() && p == last && std::isfinite(d)) {
     return d;
   }
   return s;
@@ -278,7 +279,11 @@ std::size_t invalid_utf8_at(std::string_view text) {
   std::size_t i = 0;
   while (i < text.size()) {
     auto c = static_cast<unsigned char>(text[i]);
-    std::size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    std::size_t len = c < 0x80           ? 1
+                      : (c >> 5) == 0x6  ? 2
+                      : (c >> 4) == 0xE  ? 3
+                      : (c >> 3) == 0x1E ? 4
+                                         : 0;
     if (len == 0 || (len == 2 && c < 0xC2) || i + len > text.size()) {
       return i;
     }
@@ -306,10 +311,9 @@ std::size_t invalid_utf8_at(std::string_view text) {
 
 webhook::Result<std::vector<json>> parse_documents(std::string_view text) {
   if (const void* nul = std::memchr(text.data(), '\0', text.size())) {
-    return webhook::invalid_argument(
-        "binary data (a NUL byte at offset " +
-        std::to_string(static_cast<const char*>(nul) - text.data()) +
-        "); expected YAML or JSON text");
+    return webhook::invalid_argument("binary data (a NUL byte at offset " +
+                                     std::to_string(static_cast<const char*>(nul) - text.data()) +
+                                     "); expected YAML or JSON text");
   }
   if (std::size_t bad = invalid_utf8_at(text); bad != std::string_view::npos) {
     return webhook::invalid_argument("not UTF-8 text (an invalid byte at offset " +
@@ -322,7 +326,8 @@ webhook::Result<std::vector<json>> parse_documents(std::string_view text) {
   webhook::Result<std::vector<json>> docs =
       (text[first] == '{' || text[first] == '[') ? parse_json(text) : parse_yaml(text);
   if (docs && docs->empty()) {
-    return webhook::invalid_argument("no documents; expected YAML or JSON with a Kubernetes object");
+    return webhook::invalid_argument(
+        "no documents; expected YAML or JSON with a Kubernetes object");
   }
   return docs;
 }

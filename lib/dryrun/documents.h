@@ -9,10 +9,9 @@
 // and YAML aliases that expand to far more values than the text holds are refused, so an
 // "alias bomb" fails fast instead of exhausting memory.
 
+#include <nlohmann/json.hpp>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "base/status/result.h"
 

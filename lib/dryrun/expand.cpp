@@ -240,11 +240,11 @@ webhook::Result<std::vector<WorkerPod>> expand_workers(const json& raycluster,
         md["annotations"] = *ann;
       }
       md["ownerReferences"] = json::array({{{"apiVersion", "ray.io/v1"},
-                                           {"kind", "RayCluster"},
-                                           {"name", cluster},
-                                           {"uid", uid},
-                                           {"controller", true},
-                                           {"blockOwnerDeletion", true}}});
+                                            {"kind", "RayCluster"},
+                                            {"name", cluster},
+                                            {"uid", uid},
+                                            {"controller", true},
+                                            {"blockOwnerDeletion", true}}});
       pod["metadata"] = std::move(md);
       json spec = member(tmpl, "spec") != nullptr ? (*tmpl)["spec"] : json::object();
       if (spec.contains("containers") && spec["containers"].is_array() &&

@@ -9,10 +9,9 @@
 //   auto pods = dryrun::expand_workers(raycluster, opts);
 
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "base/status/result.h"
 #include "podpatch/sources.h"

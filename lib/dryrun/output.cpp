@@ -1,8 +1,8 @@
 #include "dryrun/output.h"
 
-#include <algorithm>
-
 #include <yaml-cpp/yaml.h>
+
+#include <algorithm>
 
 #include "dryrun/documents.h"
 #include "podpatch/env.h"
@@ -44,7 +44,7 @@ void emit(YAML::Emitter& out, const json& v) {
       out << YAML::EndSeq;
       return;
     case json::value_t::string: {
-      const std::string& s = v.get_ref<const std::string&>();
+      const auto& s = v.get_ref<const std::string&>();
       if (!reads_back_as_string(s) || s.find('\n') != std::string::npos) {
         out << YAML::DoubleQuoted;
       }
@@ -129,8 +129,8 @@ std::string format_table(const std::vector<TableRow>& rows) {
       hostname += '.';
       hostname += *sub;
     }
-    std::string gen(webhook::string_member(webhook::member(r.pod, "metadata"), "generateName")
-                        .value_or("-"));
+    std::string gen(
+        webhook::string_member(webhook::member(r.pod, "metadata"), "generateName").value_or("-"));
     cells.push_back({std::to_string(r.ordinal), gen, r.group, std::to_string(r.slot.replica),
                      std::to_string(r.slot.host), ids.empty() ? "-" : ids, hostname, env.tpu_name,
                      env.topology, env.first_peer});

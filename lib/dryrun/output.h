@@ -3,10 +3,9 @@
 //
 //   std::cout << dryrun::to_yaml(pod);
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "podpatch/placement.h"
 

@@ -1,7 +1,6 @@
 #include "kube/api_client.h"
 
 #include <arpa/inet.h>
-
 #include <httplib.h>
 #include <openssl/err.h>
 #include <openssl/pem.h>
@@ -107,9 +106,8 @@ webhook::Result<std::unique_ptr<ApiClient::Tls>> ApiClient::Tls::parse(
     if (!tls->cert || !tls->key) {
       std::string why = openssl_error();
       return webhook::invalid_argument(
-          config.origin + ": the client " + (tls->cert ? "key" : "certificate") +
-          " is not a PEM " + (tls->cert ? "private key" : "certificate") +
-          (why.empty() ? "" : " (" + why + ")"));
+          config.origin + ": the client " + (tls->cert ? "key" : "certificate") + " is not a PEM " +
+          (tls->cert ? "private key" : "certificate") + (why.empty() ? "" : " (" + why + ")"));
     }
     if (X509_check_private_key(tls->cert.get(), tls->key.get()) != 1) {
       ERR_clear_error();
@@ -190,8 +188,8 @@ std::unique_ptr<httplib::ClientImpl> ApiClient::connect() const {
   if (!tls) {
     return nullptr;
   }
-  auto client = std::make_unique<httplib::SSLClient>(config_.host, config_.port,
-                                                     (*tls)->cert.get(), (*tls)->key.get());
+  auto client = std::make_unique<httplib::SSLClient>(config_.host, config_.port, (*tls)->cert.get(),
+                                                     (*tls)->key.get());
   SSL_CTX* ctx = client->ssl_context();
   if (ctx == nullptr) {
     return nullptr;
@@ -243,8 +241,10 @@ webhook::Result<ApiClient::Prepared> ApiClient::prepare(Duration timeout, bool c
                           "cannot set up TLS for " + server() + ": " + openssl_error()};
   }
   auto micros = std::chrono::duration_cast<std::chrono::microseconds>(timeout);
-  p.client->set_connection_timeout(std::min<std::chrono::microseconds>(micros, std::chrono::seconds(10)));
-  p.client->set_write_timeout(std::min<std::chrono::microseconds>(micros, std::chrono::seconds(10)));
+  p.client->set_connection_timeout(
+      std::min<std::chrono::microseconds>(micros, std::chrono::seconds(10)));
+  p.client->set_write_timeout(
+      std::min<std::chrono::microseconds>(micros, std::chrono::seconds(10)));
   p.client->set_read_timeout(micros);
   p.client->set_keep_alive(false);
   return p;
@@ -326,8 +326,8 @@ void ApiClient::put_idle(std::unique_ptr<httplib::ClientImpl> client) {
 webhook::Result<ApiClient::Reply> ApiClient::send(std::string_view method,
                                                   const std::string& path_query,
                                                   const std::string& body,
-                                                  std::string_view content_type,
-                                                  Duration timeout, Call* call) {
+                                                  std::string_view content_type, Duration timeout,
+                                                  Call* call) {
   webhook::Result<Prepared> p = prepare(timeout, /*connect_now=*/false);
   if (!p) {
     return p.error();
@@ -348,7 +348,8 @@ webhook::Result<ApiClient::Reply> ApiClient::send(std::string_view method,
     auto micros = std::chrono::duration_cast<std::chrono::microseconds>(timeout);
     client->set_connection_timeout(
         std::min<std::chrono::microseconds>(micros, std::chrono::seconds(10)));
-    client->set_write_timeout(std::min<std::chrono::microseconds>(micros, std::chrono::seconds(10)));
+    client->set_write_timeout(
+        std::min<std::chrono::microseconds>(micros, std::chrono::seconds(10)));
     client->set_read_timeout(micros);
     client->set_keep_alive(true);
     client->set_tcp_nodelay(true);  // headers and body go out at once (no Nagle delay)
@@ -364,8 +365,8 @@ webhook::Result<ApiClient::Reply> ApiClient::send(std::string_view method,
     req.headers = p->headers;
     if (!body.empty() || method != "GET") {
       req.body = body;
-      req.set_header("Content-Type",
-                     content_type.empty() ? std::string("application/json") : std::string(content_type));
+      req.set_header("Content-Type", content_type.empty() ? std::string("application/json")
+                                                          : std::string(content_type));
     }
     req.content_receiver = [&](const char* data, std::size_t n, std::uint64_t, std::uint64_t) {
       received += n;

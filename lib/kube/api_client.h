@@ -100,8 +100,8 @@ class ApiClient {
   std::unique_ptr<httplib::ClientImpl> connect() const;
   struct Prepared;  // a connection set up for one request, and its headers
   webhook::Result<Prepared> prepare(Duration timeout, bool connect_now = true);
-  webhook::Error transport_error(std::string_view method, const std::string& path_query,
-                                 int error, bool cancelled) const;
+  webhook::Error transport_error(std::string_view method, const std::string& path_query, int error,
+                                 bool cancelled) const;
   void saw_status(int status);
   std::unique_ptr<httplib::ClientImpl> take_idle();
   void put_idle(std::unique_ptr<httplib::ClientImpl> client);

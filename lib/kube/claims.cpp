@@ -1,15 +1,14 @@
 #include "kube/claims.h"
 
+#include <openssl/evp.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <condition_variable>
 #include <cstdio>
 #include <ctime>
-#include <random>
-
 #include <nlohmann/json.hpp>
-#include <openssl/evp.h>
+#include <random>
 
 #include "kube/config.h"
 #include "kube/pod_sources.h"
@@ -43,7 +42,7 @@ std::string format_time(WallTime t, int digits) {
   auto since = t.time_since_epoch();
   auto secs = std::chrono::floor<std::chrono::seconds>(since);
   auto frac = std::chrono::duration_cast<std::chrono::microseconds>(since - secs).count();
-  std::time_t tt = static_cast<std::time_t>(secs.count());
+  auto tt = static_cast<std::time_t>(secs.count());
   std::tm tm{};
   gmtime_r(&tt, &tm);
   char buf[48];
@@ -99,8 +98,8 @@ std::optional<WallTime> parse_time(std::string_view s) {
   tm.tm_min = min;
   tm.tm_sec = sec;
   std::time_t t = timegm(&tm);
-  return WallTime(std::chrono::duration_cast<WallTime::duration>(
-      std::chrono::seconds(t) + std::chrono::nanoseconds(nanos)));
+  return WallTime(std::chrono::duration_cast<WallTime::duration>(std::chrono::seconds(t) +
+                                                                 std::chrono::nanoseconds(nanos)));
 }
 
 std::string group_text(const GroupKey& key) {
@@ -203,8 +202,11 @@ webhook::Result<std::vector<Claim>> decode_claims(std::string_view text) {
     if (!when) {
       return webhook::invalid_argument(where + ": expires is not an RFC 3339 UTC time");
     }
-    out.push_back(Claim{{*replica, *host}, *when, text_of("pod").value_or(""),
-                        text_of("holder").value_or(""), std::move(*id)});
+    out.push_back(Claim{{*replica, *host},
+                        *when,
+                        text_of("pod").value_or(""),
+                        text_of("holder").value_or(""),
+                        std::move(*id)});
   }
   return out;
 }
@@ -398,9 +400,8 @@ webhook::Status ClaimStore::read(const GroupKey& key, Group& g, Duration timeout
   }
   if (r->status != 200) {
     count_error();
-    return Error{ErrorCode::kUnavailable,
-                 "reading Lease " + options_.ns + "/" + claim_object_name(key) + ": " +
-                     describe_status(*r)};
+    return Error{ErrorCode::kUnavailable, "reading Lease " + options_.ns + "/" +
+                                              claim_object_name(key) + ": " + describe_status(*r)};
   }
   webhook::Result<std::pair<std::string, std::vector<Claim>>> state =
       lease_state(json::parse(r->body, nullptr, false));
@@ -474,7 +475,8 @@ webhook::Result<Slot> ClaimStore::place(const podpatch::PlaceRequest& request) {
     }
     return Error{ErrorCode::kUnavailable,
                  "this webhook replica's watch of Pods has been disconnected from the API server "
-                 "for " + millis(down) +
+                 "for " +
+                     millis(down) +
                      ", so it cannot tell which slots are free and will not guess; the Pod's "
                      "creation fails and KubeRay retries it (another replica, or this one once "
                      "the watch is back, places it)"};
@@ -513,7 +515,8 @@ webhook::Result<Slot> ClaimStore::place(const podpatch::PlaceRequest& request) {
     return Error{ErrorCode::kUnavailable,
                  "too many Pods of " + group_text(key) +
                      " are being placed at once through this webhook replica to record another "
-                     "slot claim within --claim-timeout (" + millis(options_.budget) +
+                     "slot claim within --claim-timeout (" +
+                     millis(options_.budget) +
                      "). This is retryable: the Pod's creation fails and KubeRay retries it"};
   }
   // Claims whose Pods the watch showed since the last placement are confirmed, before anything
@@ -776,9 +779,9 @@ bool ClaimStore::sweep() {
   if (!status || *status != 200) {
     count_error();
     say(LogLevel::kWarning,
-         "claims janitor: cannot list the claim Leases of namespace " + options_.ns + ": " +
-             (status ? "HTTP " + std::to_string(*status) + " " + error_body.substr(0, 200)
-                     : status.error().message));
+        "claims janitor: cannot list the claim Leases of namespace " + options_.ns + ": " +
+            (status ? "HTTP " + std::to_string(*status) + " " + error_body.substr(0, 200)
+                    : status.error().message));
     return false;
   }
   json list = json::parse(body, nullptr, false);
@@ -791,10 +794,10 @@ bool ClaimStore::sweep() {
     if (sweep_call_.cancelled()) {
       return true;
     }
-    std::string name = lease.is_object() && lease.contains("metadata") &&
-                               lease["metadata"].is_object()
-                           ? lease["metadata"].value("name", "")
-                           : "";
+    std::string name =
+        lease.is_object() && lease.contains("metadata") && lease["metadata"].is_object()
+            ? lease["metadata"].value("name", "")
+            : "";
     if (name.empty()) {
       continue;
     }
@@ -813,8 +816,8 @@ bool ClaimStore::sweep() {
     } else {
       rv = lease["metadata"].value("resourceVersion", "");
       say(LogLevel::kWarning, "claims janitor: Lease " + options_.ns + "/" + name +
-                                   " holds no valid claims (" + state.error().message +
-                                   "): deleting it");
+                                  " holds no valid claims (" + state.error().message +
+                                  "): deleting it");
     }
     std::string path = collection_path() + "/" + name;
     webhook::Result<ApiClient::Reply> r = webhook::Error{};
@@ -846,8 +849,8 @@ bool ClaimStore::sweep() {
       count_error();
     } else if (r->status >= 300 && r->status != 404 && r->status != 409) {
       count_error();
-      say(LogLevel::kWarning, "claims janitor: Lease " + options_.ns + "/" + name + ": " +
-                                   describe_status(*r));
+      say(LogLevel::kWarning,
+          "claims janitor: Lease " + options_.ns + "/" + name + ": " + describe_status(*r));
     }
   }
   // Forget groups whose Lease is gone, unless an admission is using them.

@@ -2,8 +2,8 @@
 // Slot claims shared by every replica of the webhook through the API server
 // (docs/legacy-placement.md, "Shared claims").
 //
-//   kube::ClaimStore claims(api, registry, clock, {.ns = "ray-system", .holder = "webhook-0"}, log);
-//   webhook::Result<podpatch::Slot> slot = claims.place(request);  // chosen and written
+//   kube::ClaimStore claims(api, registry, clock, {.ns = "ray-system", .holder = "webhook-0"},
+//   log); webhook::Result<podpatch::Slot> slot = claims.place(request);  // chosen and written
 //   std::jthread janitor([&](std::stop_token st) { claims.run(st); });  // deletes what expired
 //
 // A Pod without KubeRay's index labels gets the lowest free slot of its worker group over two
@@ -80,12 +80,12 @@ inline constexpr std::string_view kClaimSelector =
     "app.kubernetes.io/managed-by=kuberay-tpu-webhook,app.kubernetes.io/component=slot-claims";
 
 struct ClaimStoreOptions {
-  std::string ns;                                       // the webhook's namespace
-  std::string holder;                                   // this replica: POD_NAME, else hostname
-  Duration ttl = std::chrono::seconds(10);              // --reservation-ttl
-  Duration budget = std::chrono::seconds(3);            // --claim-timeout
+  std::string ns;                             // the webhook's namespace
+  std::string holder;                         // this replica: POD_NAME, else hostname
+  Duration ttl = std::chrono::seconds(10);    // --reservation-ttl
+  Duration budget = std::chrono::seconds(3);  // --claim-timeout
   std::size_t max_claims = 500;  // open claims per group: a Lease's annotations hold 256 KiB
-  Duration sweep_interval = std::chrono::seconds(0);    // 0: max(ttl / 2, 1 s)
+  Duration sweep_interval = std::chrono::seconds(0);  // 0: max(ttl / 2, 1 s)
 };
 
 class ClaimStore : public podpatch::PodSource {
@@ -134,7 +134,7 @@ class ClaimStore : public podpatch::PodSource {
     std::uint64_t confirmed = 0;        // claims whose Pod this replica's watch showed
     std::uint64_t objects_deleted = 0;  // Leases deleted once they held no live claim
     std::uint64_t sweeps = 0;
-    std::size_t groups = 0;             // groups with a Lease known to this replica
+    std::size_t groups = 0;  // groups with a Lease known to this replica
   };
   Stats stats() const;
 
@@ -159,8 +159,7 @@ class ClaimStore : public podpatch::PodSource {
   void adopt_watched(Group& g);
   std::shared_ptr<Group> group(const podpatch::GroupKey& key);
   webhook::Status read(const podpatch::GroupKey& key, Group& g, Duration timeout);
-  Write write(const podpatch::GroupKey& key, Group& g, std::vector<Claim> claims,
-              Duration timeout);
+  Write write(const podpatch::GroupKey& key, Group& g, std::vector<Claim> claims, Duration timeout);
   std::string lease_json(const podpatch::GroupKey& key, const std::vector<Claim>& claims,
                          const std::string& resource_version) const;
   std::string collection_path() const;

@@ -1,8 +1,8 @@
 #include "kube/config.h"
 
-#include <sys/stat.h>
-
 #include <arpa/inet.h>
+#include <sys/stat.h>
+#include <yaml-cpp/yaml.h>
 
 #include <cctype>
 #include <charconv>
@@ -10,8 +10,6 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-
-#include <yaml-cpp/yaml.h>
 
 #include "base/encoding/base64.h"
 #include "base/text/text.h"
@@ -114,7 +112,8 @@ webhook::Result<ClusterConfig> parse_kubeconfig(const YAML::Node& root, const st
   }
   std::string context_name = scalar(root, "current-context");
   if (context_name.empty()) {
-    return webhook::invalid_argument(where + ": current-context is not set; run kubectl config "
+    return webhook::invalid_argument(where +
+                                     ": current-context is not set; run kubectl config "
                                      "use-context NAME on it");
   }
   std::optional<YAML::Node> context = named(root["contexts"], context_name, "context");
@@ -187,8 +186,8 @@ webhook::Result<ClusterConfig> parse_kubeconfig(const YAML::Node& root, const st
     std::filesystem::path p(token_file);
     config.token_file = p.is_relative() ? (dir / p).string() : p.string();
   }
-  webhook::Result<std::string> cert = data_or_file(*user, "client-certificate-data",
-                                                   "client-certificate", dir, user_where);
+  webhook::Result<std::string> cert =
+      data_or_file(*user, "client-certificate-data", "client-certificate", dir, user_where);
   if (!cert) {
     return cert.error();
   }
@@ -198,7 +197,8 @@ webhook::Result<ClusterConfig> parse_kubeconfig(const YAML::Node& root, const st
     return key.error();
   }
   if (cert->empty() != key->empty()) {
-    return webhook::invalid_argument(user_where + ": client-certificate and client-key go "
+    return webhook::invalid_argument(user_where +
+                                     ": client-certificate and client-key go "
                                      "together; one of them is missing");
   }
   config.client_cert_pem = std::move(*cert);
@@ -218,8 +218,9 @@ EnvLookup process_env() {
 webhook::Result<std::string> read_file(const std::string& path, std::size_t max_bytes) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    return Error{ErrorCode::kUnavailable, "cannot read " + path + ": " +
-                                              std::error_code(errno, std::generic_category()).message()};
+    return Error{
+        ErrorCode::kUnavailable,
+        "cannot read " + path + ": " + std::error_code(errno, std::generic_category()).message()};
   }
   std::string out;
   char buf[8192];
@@ -242,8 +243,7 @@ webhook::Status parse_server_url(std::string_view url, ClusterConfig& config) {
     config.https = false;
     rest = url.substr(7);
   } else {
-    return webhook::invalid_argument("server " + webhook::quote(url) +
-                                     " must start with https://");
+    return webhook::invalid_argument("server " + webhook::quote(url) + " must start with https://");
   }
   std::size_t slash = rest.find('/');
   std::string_view authority = rest.substr(0, slash);
@@ -309,7 +309,8 @@ webhook::Result<ClusterConfig> in_cluster_config(const EnvLookup& env, std::stri
   }
   ClusterConfig config;
   config.origin = "in-cluster service account";
-  std::string url = "https://" + (h.find(':') != std::string::npos ? "[" + h + "]" : h) + ":" + *port;
+  std::string url =
+      "https://" + (h.find(':') != std::string::npos ? "[" + h + "]" : h) + ":" + *port;
   if (webhook::Status s = parse_server_url(url, config); !s) {
     return webhook::failed_precondition("KUBERNETES_SERVICE_HOST/PORT: " + s.error().message);
   }

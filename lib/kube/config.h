@@ -26,15 +26,15 @@ namespace kube {
 
 struct ClusterConfig {
   bool https = true;
-  std::string host;       // DNS name or IP, IPv6 without brackets
+  std::string host;  // DNS name or IP, IPv6 without brackets
   int port = 443;
-  std::string base_path;  // a path prefix of the server URL ("" or e.g. "/k8s/clusters/c-1")
-  std::string ca_pem;     // the CAs trusted for the server; required for https
-  std::string token;      // a static bearer token
-  std::string token_file; // re-read when it changes; wins over `token` (as client-go)
+  std::string base_path;   // a path prefix of the server URL ("" or e.g. "/k8s/clusters/c-1")
+  std::string ca_pem;      // the CAs trusted for the server; required for https
+  std::string token;       // a static bearer token
+  std::string token_file;  // re-read when it changes; wins over `token` (as client-go)
   std::string client_cert_pem;
   std::string client_key_pem;
-  std::string origin;     // for messages: "in-cluster service account" or "kubeconfig <path> ..."
+  std::string origin;  // for messages: "in-cluster service account" or "kubeconfig <path> ..."
 };
 
 inline constexpr std::string_view kServiceAccountDir =
@@ -69,7 +69,8 @@ webhook::Status parse_server_url(std::string_view url, ClusterConfig& config);
 // rotate about hourly), else a fixed string. Thread-safe.
 class TokenSource {
  public:
-  TokenSource(std::string token, std::string file) : token_(std::move(token)), file_(std::move(file)) {}
+  TokenSource(std::string token, std::string file)
+      : token_(std::move(token)), file_(std::move(file)) {}
   // The current token ("" when there is none). With `force`, re-reads the file even if it looks
   // unchanged (after a 401). Unavailable naming the file when it cannot be read.
   webhook::Result<std::string> get(bool force = false);

@@ -110,18 +110,34 @@ std::string LiveCluster::metrics_text() {
   using C = const ReflectorCounters&;
   family("synced", "gauge", "1 once the first list of the resource completed.",
          [](const Reflector& r) { return r.synced() ? 1 : 0; });
-  family("lists_total", "counter", "Complete lists of the resource.",
-         [](const Reflector& r) { C c = r.counters(); return c.lists.load(); });
+  family("lists_total", "counter", "Complete lists of the resource.", [](const Reflector& r) {
+    C c = r.counters();
+    return c.lists.load();
+  });
   family("relists_total", "counter", "Lists after the first (410 Gone, oversized object).",
-         [](const Reflector& r) { C c = r.counters(); return c.relists.load(); });
+         [](const Reflector& r) {
+           C c = r.counters();
+           return c.relists.load();
+         });
   family("watch_restarts_total", "counter", "Watches that broke and were resumed after a backoff.",
-         [](const Reflector& r) { C c = r.counters(); return c.watch_restarts.load(); });
-  family("api_errors_total", "counter", "Failed list or watch requests.",
-         [](const Reflector& r) { C c = r.counters(); return c.api_errors.load(); });
+         [](const Reflector& r) {
+           C c = r.counters();
+           return c.watch_restarts.load();
+         });
+  family("api_errors_total", "counter", "Failed list or watch requests.", [](const Reflector& r) {
+    C c = r.counters();
+    return c.api_errors.load();
+  });
   family("oversized_objects_total", "counter", "Objects refused for exceeding the size bound.",
-         [](const Reflector& r) { C c = r.counters(); return c.oversized.load(); });
+         [](const Reflector& r) {
+           C c = r.counters();
+           return c.oversized.load();
+         });
   family("watch_events_total", "counter", "ADDED, MODIFIED and DELETED events applied.",
-         [](const Reflector& r) { C c = r.counters(); return c.events.load(); });
+         [](const Reflector& r) {
+           C c = r.counters();
+           return c.events.load();
+         });
   if (!options_.watch_pods) {
     return out;
   }

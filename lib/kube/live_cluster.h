@@ -57,8 +57,8 @@ struct LiveClusterOptions {
   bool watch_nodes = true;     // TPU Nodes, for subslices (docs/spec.md M4, V3)
   bool watch_services = true;  // headless Services (docs/spec.md Terms)
   ReflectorOptions reflector;
-  Clock* clock = nullptr;      // null: the system clock; else must outlive the LiveCluster
-  Logger log;                  // called from the watch threads
+  Clock* clock = nullptr;  // null: the system clock; else must outlive the LiveCluster
+  Logger log;              // called from the watch threads
 };
 
 class LiveCluster {

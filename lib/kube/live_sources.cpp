@@ -9,7 +9,8 @@ namespace {
 using podpatch::json;
 
 std::string name_of(const json& object) {
-  return std::string(webhook::string_member(webhook::member(object, "metadata"), "name").value_or(""));
+  return std::string(
+      webhook::string_member(webhook::member(object, "metadata"), "name").value_or(""));
 }
 
 podpatch::Labels labels_of(const json& object) {
@@ -25,9 +26,9 @@ std::optional<std::pair<std::pair<std::string, std::string>, std::string>> servi
     return std::nullopt;
   }
   std::string ns(webhook::string_member(md, "namespace").value_or("default"));
-  std::string cluster(webhook::string_member(webhook::member(md, "labels"),
-                                              podpatch::keys::kHeadlessServiceLabel)
-                          .value_or(""));
+  std::string cluster(
+      webhook::string_member(webhook::member(md, "labels"), podpatch::keys::kHeadlessServiceLabel)
+          .value_or(""));
   return std::make_pair(std::make_pair(std::move(ns), std::string(*name)), std::move(cluster));
 }
 

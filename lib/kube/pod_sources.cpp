@@ -58,8 +58,9 @@ webhook::Result<Slot> LocalPodSource::place(const podpatch::PlaceRequest& reques
   webhook::Result<Slot> slot =
       choose_free_slot(pods_.holders(request.key), reserved, request.hosts, request.key,
                        [&](std::size_t i) { seen.push_back(i); });
-  for (auto i = seen.rbegin(); i != seen.rend(); ++i) {
-    reserved.erase(reserved.begin() + static_cast<long>(*i));  // the registry holds its Pod now
+  std::reverse(seen.begin(), seen.end());
+  for (std::size_t i : seen) {
+    reserved.erase(reserved.begin() + static_cast<long>(i));  // the registry holds its Pod now
   }
   if (slot && !request.dry_run) {
     reserved.push_back({*slot, "(Pod admitted #" + std::to_string(++admitted_) + ")"});

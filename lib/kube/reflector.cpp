@@ -7,9 +7,7 @@
 namespace kube {
 namespace {
 
-std::uint64_t pick_seed(std::uint64_t seed) {
-  return seed != 0 ? seed : std::random_device{}();
-}
+std::uint64_t pick_seed(std::uint64_t seed) { return seed != 0 ? seed : std::random_device{}(); }
 
 // The message of a metav1.Status object; "" when it has none.
 std::string status_message(const nlohmann::json& status) {
@@ -139,7 +137,7 @@ webhook::Result<WatchEvent> decode_watch_event(std::string_view line) {
     return webhook::invalid_argument("a watch event is not a JSON object with a type");
   }
   WatchEvent out;
-  const std::string& type = ev["type"].get_ref<const std::string&>();
+  const auto& type = ev["type"].get_ref<const std::string&>();
   if (type == "ADDED" || type == "MODIFIED" || type == "DELETED") {
     out.kind = WatchEvent::Kind::kObject;
     out.type = type == "ADDED"      ? EventType::kAdded
@@ -169,9 +167,10 @@ Reflector::WatchEnd Reflector::watch(std::string& resource_version, std::stop_to
   auto min_s = std::max<std::int64_t>(
       1, std::chrono::duration_cast<std::chrono::seconds>(options_.min_watch_timeout).count());
   std::int64_t timeout_s = std::uniform_int_distribution<std::int64_t>(min_s, 2 * min_s - 1)(rng);
-  std::string query = resource_.path + "?labelSelector=" + url_encode(resource_.label_selector) +
-                      "&watch=1&allowWatchBookmarks=true&resourceVersion=" +
-                      url_encode(resource_version) + "&timeoutSeconds=" + std::to_string(timeout_s);
+  std::string query =
+      resource_.path + "?labelSelector=" + url_encode(resource_.label_selector) +
+      "&watch=1&allowWatchBookmarks=true&resourceVersion=" + url_encode(resource_version) +
+      "&timeoutSeconds=" + std::to_string(timeout_s);
   LineSplitter lines(options_.max_object_bytes);
   webhook::Status body_error;
   bool gone = false;
@@ -227,8 +226,8 @@ Reflector::WatchEnd Reflector::watch(std::string& resource_version, std::stop_to
   }
   if (gone) {
     ++counters_.gone;
-    log(LogLevel::kInfo, "watch: resourceVersion " + resource_version +
-                             " is too old (410 Gone); listing again");
+    log(LogLevel::kInfo,
+        "watch: resourceVersion " + resource_version + " is too old (410 Gone); listing again");
     return WatchEnd::kGone;
   }
   if (!body_error.ok()) {

@@ -5,8 +5,8 @@
 // resourceVersion seen, a broken one after an exponential backoff with jitter, and 410 Gone (as
 // an HTTP status or an ERROR event) or an oversized object starts a fresh list.
 //
-//   kube::Reflector pods(client, {"pods", "/api/v1/pods", kube::kPodSelector}, sink, clock, log, {});
-//   std::jthread t([&](std::stop_token st) { pods.run(st); });
+//   kube::Reflector pods(client, {"pods", "/api/v1/pods", kube::kPodSelector}, sink, clock, log,
+//   {}); std::jthread t([&](std::stop_token st) { pods.run(st); });
 //   ...
 //   t.request_stop(); pods.cancel();    // ends a request in flight at once
 //
@@ -14,10 +14,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <stop_token>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "base/status/result.h"
 #include "kube/api_client.h"
@@ -45,9 +44,9 @@ struct WatchEvent {
   enum class Kind { kObject, kBookmark, kError, kOther };
   Kind kind = Kind::kOther;
   EventType type = EventType::kAdded;  // kObject: ADDED, MODIFIED or DELETED
-  nlohmann::json object;         // the object (for ERROR: the Status)
-  std::string resource_version;  // object.metadata.resourceVersion, "" when absent
-  int error_code = 0;            // ERROR: the Status code (410: the resourceVersion is too old)
+  nlohmann::json object;               // the object (for ERROR: the Status)
+  std::string resource_version;        // object.metadata.resourceVersion, "" when absent
+  int error_code = 0;  // ERROR: the Status code (410: the resourceVersion is too old)
 };
 
 // Decodes one watch line. InvalidArgument when it is not a JSON object with a string "type".
@@ -59,7 +58,7 @@ struct ReflectorOptions {
   std::size_t max_object_bytes = 4 << 20;                // one list item or watch event
   Duration min_watch_timeout = std::chrono::minutes(5);  // timeoutSeconds in [min, 2 min)
   Duration list_timeout = std::chrono::seconds(60);      // read timeout of a list request
-  Duration read_slack = std::chrono::seconds(30);        // a watch's read timeout past timeoutSeconds
+  Duration read_slack = std::chrono::seconds(30);  // a watch's read timeout past timeoutSeconds
   BackoffOptions backoff;
   std::uint64_t seed = 0;  // 0: random
 };

@@ -55,7 +55,7 @@ void SliceRegistry::remove_locked(const std::string& uid) {
   if (it == by_uid_.end()) {
     return;
   }
-  Groups::iterator group = it->second;
+  auto group = it->second;
   by_uid_.erase(it);
   Group& g = group->second;
   for (std::size_t i = 0; i < g.uids.size(); ++i) {

@@ -13,8 +13,8 @@ webhook::Status too_big(std::string_view what, std::size_t limit) {
 
 }  // namespace
 
-webhook::Status LineSplitter::feed(std::string_view bytes,
-                                   const std::function<webhook::Status(std::string_view)>& on_line) {
+webhook::Status LineSplitter::feed(
+    std::string_view bytes, const std::function<webhook::Status(std::string_view)>& on_line) {
   while (!bytes.empty()) {
     std::size_t nl = bytes.find('\n');
     std::string_view part = bytes.substr(0, nl);
@@ -91,9 +91,9 @@ webhook::Status ListScanner::feed_char(char c) {
       bool metadata = capture_ == Capture::kMetadata;
       capture_ = Capture::kNone;
       std::string().swap(buf_);
-      return too_big(metadata ? "the list's metadata"
-                              : "item " + std::to_string(items_) + " of the list",
-                     max_item_);
+      return too_big(
+          metadata ? "the list's metadata" : "item " + std::to_string(items_) + " of the list",
+          max_item_);
     }
     buf_.push_back(c);
   }

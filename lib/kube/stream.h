@@ -5,9 +5,9 @@
 // lists from its watch cache without honouring `limit` — and 10,000 Pods are ~10 MiB of JSON. The
 // ListScanner cuts each element of "items" out of the byte stream and parses that element alone:
 //
-//   kube::ListScanner scan(4 << 20, [&](nlohmann::json item) { store(item); return webhook::Status(); });
-//   for (chunk : body) if (auto s = scan.feed(chunk); !s) return s;   // ResourceExhausted: too big
-//   if (auto s = scan.finish(); !s) return s;                          // truncated body
+//   kube::ListScanner scan(4 << 20, [&](nlohmann::json item) { store(item); return
+//   webhook::Status(); }); for (chunk : body) if (auto s = scan.feed(chunk); !s) return s;   //
+//   ResourceExhausted: too big if (auto s = scan.finish(); !s) return s; // truncated body
 //   scan.resource_version(); scan.continue_token();
 //
 // A watch is JSON lines (`{"type":"ADDED","object":{...}}\n`); LineSplitter yields each line:
@@ -20,10 +20,9 @@
 
 #include <cstddef>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #include "base/status/result.h"
 
@@ -74,12 +73,12 @@ class ListScanner {
   bool done_ = false;
   bool in_string_ = false;
   bool escape_ = false;
-  bool expect_key_ = false;   // at depth 1: the next string is a key
+  bool expect_key_ = false;  // at depth 1: the next string is a key
   bool reading_key_ = false;
-  std::string key_;           // the current key at depth 1
-  bool in_items_ = false;     // inside the "items" array (depth 2)
+  std::string key_;        // the current key at depth 1
+  bool in_items_ = false;  // inside the "items" array (depth 2)
   Capture capture_ = Capture::kNone;
-  int capture_depth_ = 0;     // depth outside the captured value
+  int capture_depth_ = 0;  // depth outside the captured value
   std::string buf_;
   std::size_t items_ = 0;
   std::size_t offset_ = 0;

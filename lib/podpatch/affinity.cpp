@@ -1,15 +1,15 @@
-#include "base/json/access.h"
-#include "podpatch/labels.h"
 #include "podpatch/affinity.h"
 
 #include <map>
 
+#include "base/json/access.h"
 #include "podpatch/keys.h"
+#include "podpatch/labels.h"
 
 namespace podpatch {
 
-using webhook::string_member;
 using webhook::object_member;
+using webhook::string_member;
 namespace {
 
 json requirement(std::string_view key, std::string_view op, std::optional<std::string_view> value) {

@@ -1,6 +1,7 @@
+#include "podpatch/env.h"
+
 #include "base/json/access.h"
 #include "podpatch/labels.h"
-#include "podpatch/env.h"
 
 namespace podpatch {
 

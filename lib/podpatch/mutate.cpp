@@ -1,17 +1,17 @@
-#include "base/json/access.h"
-#include "podpatch/labels.h"
 #include "podpatch/mutate.h"
 
+#include "base/json/access.h"
 #include "podpatch/affinity.h"
 #include "podpatch/env.h"
 #include "podpatch/keys.h"
+#include "podpatch/labels.h"
 #include "topology/names.h"
 
 namespace podpatch {
 
 using webhook::member;
-using webhook::string_member;
 using webhook::object_member;
+using webhook::string_member;
 namespace {
 
 // Values shared by every TPU container of the Pod.
@@ -43,8 +43,8 @@ SliceValues compute_values(const PodView& view, const MutationPlan& plan, std::s
   int ports = slice.chips() / static_cast<int>(entries.size()) * slice.chiplets();
   v.slicebuilder = topology::address_list(entries, ports, plan.ports.tpu_process_base);
   v.tpu_name = std::string(group) + "-" + std::to_string(plan.slot.replica);
-  v.coordinator = topology::megascale_coordinator(group, plan.svc, slice.tpu7x(),
-                                                  plan.ports.megascale_base);
+  v.coordinator =
+      topology::megascale_coordinator(group, plan.svc, slice.tpu7x(), plan.ports.megascale_base);
   return v;
 }
 
@@ -155,9 +155,10 @@ void mutate_env(json& container, const TpuContainer& tpu, int k, const PodView& 
   }
   if (!values.process_addresses.empty()) {
     bool multi = slice.multi_host();
-    env.set_replacing(keys::kProcessAddresses, values.process_addresses, [multi](std::string_view v) {
-      return multi && v.find("localhost") != std::string_view::npos;
-    });
+    env.set_replacing(keys::kProcessAddresses, values.process_addresses,
+                      [multi](std::string_view v) {
+                        return multi && v.find("localhost") != std::string_view::npos;
+                      });
     env.keep_or_set(keys::kProcessPort, std::to_string(ports.tpu_process_base + k));
   }
   // M5.3 TorchTPU: both are skipped when the user set TORCH_TPU_TOPOLOGY.
@@ -198,7 +199,8 @@ void set_spec_string(json& spec, std::string_view key, const std::string& value,
 
 json mutable_parts(const json& pod) {
   json parts = json::object();
-  if (const json* metadata = member(pod, "metadata"); metadata != nullptr && metadata->is_object()) {
+  if (const json* metadata = member(pod, "metadata");
+      metadata != nullptr && metadata->is_object()) {
     json& md = parts["metadata"] = json::object();
     if (const json* labels = member(metadata, "labels")) {
       md["labels"] = *labels;
@@ -214,7 +216,8 @@ json mutable_parts(const json& pod) {
       out[std::string(key)] = *v;
     }
   }
-  if (const json* containers = member(spec, "containers"); containers != nullptr && containers->is_array()) {
+  if (const json* containers = member(spec, "containers");
+      containers != nullptr && containers->is_array()) {
     json& list = out["containers"] = json::array();
     for (const json& c : *containers) {
       json slot = json::object();
@@ -252,8 +255,8 @@ std::vector<std::string> mutate(json& pod, const PodView& view, const MutationPl
   }
   json& spec = object_member(pod, "spec");
   if (needs_pod_dns(view, slice)) {
-    set_spec_string(spec, "hostname",
-                    topology::host_name(group, plan.slot.replica, plan.slot.host), warnings);
+    set_spec_string(spec, "hostname", topology::host_name(group, plan.slot.replica, plan.slot.host),
+                    warnings);
     set_spec_string(spec, "subdomain", plan.svc, warnings);
   }
   if (slice.multi_host()) {
@@ -270,8 +273,7 @@ std::vector<std::string> mutate(json& pod, const PodView& view, const MutationPl
   json& containers = spec["containers"];
   int k = 0;
   for (const TpuContainer& t : view.tpu_containers()) {
-    mutate_env(containers[static_cast<std::size_t>(t.index)], t, k++, view, plan, values,
-               warnings);
+    mutate_env(containers[static_cast<std::size_t>(t.index)], t, k++, view, plan, values, warnings);
   }
   return warnings;
 }

@@ -2,11 +2,11 @@
 
 #include <map>
 
+#include "base/text/numbers.h"
 #include "podpatch/env.h"
 #include "podpatch/keys.h"
 #include "podpatch/reasons.h"
 #include "topology/accelerator.h"
-#include "base/text/numbers.h"
 
 namespace podpatch {
 
@@ -94,8 +94,8 @@ std::optional<Slot> recorded_slot(const PodView& pod) {
       webhook::parse_non_negative(replica_label->substr(prefix.size()), kMaxIndex);
   std::optional<std::string_view> id =
       env_literal(pod.container(pod.tpu_containers().front().index), keys::kWorkerId);
-  std::optional<std::int64_t> worker = id ? webhook::parse_non_negative(*id, kMaxIndex)
-                                          : std::nullopt;
+  std::optional<std::int64_t> worker =
+      id ? webhook::parse_non_negative(*id, kMaxIndex) : std::nullopt;
   if (!r || !worker) {
     return std::nullopt;
   }
@@ -106,8 +106,7 @@ std::optional<Slot> recorded_slot(const PodView& pod) {
   return Slot{static_cast<int>(*r), static_cast<int>(host)};
 }
 
-webhook::Result<Slot> choose_slot(std::span<const Holder> holders, int hosts,
-                                  const GroupKey& key) {
+webhook::Result<Slot> choose_slot(std::span<const Holder> holders, int hosts, const GroupKey& key) {
   std::map<int, std::map<int, const Holder*>> taken;  // replica -> host -> holder
   for (const Holder& h : holders) {
     auto [it, inserted] = taken[h.slot.replica].emplace(h.slot.host, &h);

@@ -56,7 +56,6 @@ struct Holder {
 // docs/spec.md M3.3 over a group's holders: r = the lowest replica with fewer than `hosts` Pods,
 // else the lowest replica number not in use; h = the lowest host not taken in r. AlreadyExists
 // naming both Pods when two holders share a slot.
-webhook::Result<Slot> choose_slot(std::span<const Holder> holders, int hosts,
-                                  const GroupKey& key);
+webhook::Result<Slot> choose_slot(std::span<const Holder> holders, int hosts, const GroupKey& key);
 
 }  // namespace podpatch

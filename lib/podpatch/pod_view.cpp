@@ -1,9 +1,9 @@
-#include "base/json/access.h"
-#include "podpatch/labels.h"
 #include "podpatch/pod_view.h"
 
-#include "podpatch/keys.h"
+#include "base/json/access.h"
 #include "base/text/numbers.h"
+#include "podpatch/keys.h"
+#include "podpatch/labels.h"
 
 namespace podpatch {
 
@@ -86,7 +86,8 @@ webhook::Result<int> container_chips(const json& container, std::string_view whe
     if (q == nullptr || q->is_null()) {
       continue;
     }
-    webhook::Result<int> chips = chip_quantity(*q, field + "[" + std::string(keys::kTpuResource) + "]");
+    webhook::Result<int> chips =
+        chip_quantity(*q, field + "[" + std::string(keys::kTpuResource) + "]");
     if (!chips) {
       return chips.error();
     }
@@ -115,8 +116,8 @@ webhook::Status check_env(const json& container, const std::string& where) {
     if (!e.is_object() || !string_member(&e, "name")) {
       return invalid_argument(field + " must be an object with a string name");
     }
-    if (webhook::Status s = check_type(member(e, "value"), field + ".value",
-                                       json::value_t::string, "a string");
+    if (webhook::Status s =
+            check_type(member(e, "value"), field + ".value", json::value_t::string, "a string");
         !s) {
       return s;
     }
@@ -148,7 +149,7 @@ webhook::Status check_affinity(const json* spec) {
 }  // namespace
 
 webhook::Result<std::vector<TpuContainer>> find_tpu_containers(const json* containers,
-                                                              std::string_view where) {
+                                                               std::string_view where) {
   std::vector<TpuContainer> out;
   if (containers == nullptr || containers->is_null()) {
     return out;
@@ -206,7 +207,8 @@ webhook::Result<PodView> PodView::create(const json& pod) {
   }
   PodView view(pod);
   const json* metadata = member(pod, "metadata");
-  if (webhook::Status s = check_type(metadata, "metadata", json::value_t::object, "an object"); !s) {
+  if (webhook::Status s = check_type(metadata, "metadata", json::value_t::object, "an object");
+      !s) {
     return s.error();
   }
   for (std::string_view key : {"name", "generateName", "namespace"}) {
@@ -248,7 +250,8 @@ webhook::Result<PodView> PodView::create(const json& pod) {
   view.tpu_ = std::move(tpu).value();
   for (const TpuContainer& t : view.tpu_) {
     std::string where = "spec.containers[" + std::string(t.name) + "]";
-    if (webhook::Status s = check_env((*view.containers_)[static_cast<std::size_t>(t.index)], where);
+    if (webhook::Status s =
+            check_env((*view.containers_)[static_cast<std::size_t>(t.index)], where);
         !s) {
       return s.error();
     }
@@ -270,9 +273,9 @@ std::string_view PodView::namespace_name() const {
 }
 std::string pod_name(const json& pod, std::string_view fallback) {
   const json* metadata = member(pod, "metadata");
-  for (std::string_view candidate : {string_member(metadata, "name").value_or(""),
-                                     string_member(metadata, "generateName").value_or(""),
-                                     fallback}) {
+  for (std::string_view candidate :
+       {string_member(metadata, "name").value_or(""),
+        string_member(metadata, "generateName").value_or(""), fallback}) {
     if (!candidate.empty()) {
       return std::string(candidate);
     }

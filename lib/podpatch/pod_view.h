@@ -15,8 +15,8 @@
 #include <string_view>
 #include <vector>
 
-#include "base/status/result.h"
 #include "base/json/access.h"
+#include "base/status/result.h"
 #include "podpatch/labels.h"
 
 namespace podpatch {
@@ -37,7 +37,7 @@ struct TpuContainer {
 // `spec.containers`. InvalidArgument when the array or a container is not the right JSON type,
 // or a google.com/tpu quantity is not a whole number of chips (names container, field, value).
 webhook::Result<std::vector<TpuContainer>> find_tpu_containers(const json* containers,
-                                                              std::string_view where);
+                                                               std::string_view where);
 
 // Kueue manages the placement (label kueue.x-k8s.io/queue-name, annotation
 // kueue.x-k8s.io/podset-required-topology) or the user opted out

@@ -46,12 +46,12 @@ inline constexpr std::string_view kSubsliceInvalid = "subslice_invalid";
 inline constexpr std::string_view kSubsliceUnplaceable = "subslice_unplaceable";
 
 inline constexpr std::array kAll = {
-    kMethodNotAllowed,   kBodyTooLarge,       kRequestTimeout,       kUnsupportedMediaType,
-    kMalformedRequest,   kInternalError,      kWrongKind,            kMalformedObject,
-    kMalformedPod,       kMissingLabel,       kMissingTopology,      kInvalidTopology,
-    kInvalidChips,       kInvalidName,        kSubsliceAmbiguous,    kInvalidIndexLabel,
-    kSlotConflict,       kPlacementUnavailable, kNoContainers,       kInvalidResources,
-    kMissingNumOfHosts,  kInvalidNumOfHosts,  kHostsMismatch,        kSubsliceInvalid,
+    kMethodNotAllowed,    kBodyTooLarge,         kRequestTimeout,    kUnsupportedMediaType,
+    kMalformedRequest,    kInternalError,        kWrongKind,         kMalformedObject,
+    kMalformedPod,        kMissingLabel,         kMissingTopology,   kInvalidTopology,
+    kInvalidChips,        kInvalidName,          kSubsliceAmbiguous, kInvalidIndexLabel,
+    kSlotConflict,        kPlacementUnavailable, kNoContainers,      kInvalidResources,
+    kMissingNumOfHosts,   kInvalidNumOfHosts,    kHostsMismatch,     kSubsliceInvalid,
     kSubsliceUnplaceable,
 };
 

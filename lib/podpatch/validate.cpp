@@ -1,10 +1,10 @@
-#include "base/json/access.h"
-#include "podpatch/labels.h"
 #include "podpatch/validate.h"
 
+#include "base/json/access.h"
 #include "base/text/text.h"
 #include "podpatch/affinity.h"
 #include "podpatch/keys.h"
+#include "podpatch/labels.h"
 #include "podpatch/pod_view.h"
 #include "podpatch/reasons.h"
 #include "topology/slice.h"
@@ -15,7 +15,6 @@ using webhook::member;
 using webhook::string_member;
 namespace {
 
-
 webhook::Error deny(std::string_view reason, std::string message,
                     webhook::ErrorCode code = webhook::ErrorCode::kInvalidArgument) {
   return webhook::Error{code, std::move(message), reason};
@@ -23,34 +22,37 @@ webhook::Error deny(std::string_view reason, std::string message,
 
 // V3 for one subsliced group of `hosts` hosts.
 webhook::Status check_subslice(const std::string& where, std::string_view subslice,
-                                          const json* node_selector, int hosts, NodeSource& nodes,
-                                          std::vector<std::string>& warnings) {
+                               const json* node_selector, int hosts, NodeSource& nodes,
+                               std::vector<std::string>& warnings) {
   std::optional<std::string_view> parent = string_member(node_selector, keys::kTopologySelector);
   if (!parent) {
     return deny(reasons::kSubsliceInvalid,
                 where + "annotation " + std::string(keys::kSubsliceAnnotation) + "=" +
-                    webhook::quote(subslice) + " needs the parent slice's topology in nodeSelector " +
+                    webhook::quote(subslice) +
+                    " needs the parent slice's topology in nodeSelector " +
                     std::string(keys::kTopologySelector));
   }
   webhook::Result<topology::Shape> parent_shape = topology::parse_shape(*parent);
   if (!parent_shape) {
-    return deny(reasons::kInvalidTopology,
-                where + "nodeSelector " + std::string(keys::kTopologySelector) + ": " +
-                    parent_shape.error().message);
+    return deny(reasons::kInvalidTopology, where + "nodeSelector " +
+                                               std::string(keys::kTopologySelector) + ": " +
+                                               parent_shape.error().message);
   }
   webhook::Result<topology::Shape> sub = topology::parse_shape(subslice);  // checked by Slice
   for (std::size_t i = 0; i < 3 && sub; ++i) {
     if (sub->dims3()[i] > parent_shape->dims3()[i]) {
-      return deny(reasons::kSubsliceInvalid,
-                  where + "subslice " + webhook::quote(subslice) + " does not fit in its parent slice " +
-                      webhook::quote(*parent) + ": dimension " + std::to_string(i + 1) + " is " +
-                      std::to_string(sub->dims3()[i]) + " > " +
-                      std::to_string(parent_shape->dims3()[i]));
+      return deny(
+          reasons::kSubsliceInvalid,
+          where + "subslice " + webhook::quote(subslice) + " does not fit in its parent slice " +
+              webhook::quote(*parent) + ": dimension " + std::to_string(i + 1) + " is " +
+              std::to_string(sub->dims3()[i]) + " > " + std::to_string(parent_shape->dims3()[i]));
     }
   }
   std::optional<std::vector<Labels>> listed = nodes.nodes_matching(to_labels(node_selector));
   if (!listed || listed->empty()) {
-    warnings.push_back(where + "this subsliced TPU worker group targets no Nodes yet, so its subslice placement cannot be chosen; "
+    warnings.push_back(where +
+                       "this subsliced TPU worker group targets no Nodes yet, so its subslice "
+                       "placement cannot be chosen; "
                        "recreate the RayCluster once its TPU Nodes exist");
     return {};
   }
@@ -72,12 +74,45 @@ webhook::Status check_subslice(const std::string& where, std::string_view subsli
   return {};
 }
 
+// V2: the group's numOfHosts is the number of hosts its topology needs.
+webhook::Result<long long> check_num_of_hosts(const json& group, const std::string& where,
+                                              const TopologyField& topo,
+                                              const topology::Slice& slice) {
+  const json* num = member(group, "numOfHosts");
+  int chips_per_host = slice.chips_per_host();
+  std::string fix = "set numOfHosts: " + std::to_string(slice.hosts()) + " (topology " +
+                    std::string(topo.value) + " has " + std::to_string(slice.chips()) +
+                    " chips at " + std::to_string(chips_per_host) + " chips per host)";
+  if (num == nullptr || num->is_null()) {
+    return deny(reasons::kMissingNumOfHosts, where + "numOfHosts is not set; " + fix);
+  }
+  if (num->is_number_integer() && num->get<long long>() == 0) {
+    return deny(reasons::kMissingNumOfHosts, where + "numOfHosts is 0; " + fix);
+  }
+  if (!num->is_number_integer() || num->get<long long>() < 0) {
+    return deny(reasons::kInvalidNumOfHosts, where + "numOfHosts " + webhook::dump_json(*num) +
+                                                 " is not a positive integer; " + fix);
+  }
+  long long given = num->get<long long>();
+  if (given != slice.hosts()) {
+    return deny(reasons::kHostsMismatch,
+                "Number of workers in worker group not equal to specified topology: " + where +
+                    "topology " + std::string(topo.value) + " (" + std::string(topo.field) +
+                    ") has " + std::to_string(slice.chips()) + " chips at " +
+                    std::to_string(chips_per_host) + " chips per host, so it needs " +
+                    std::to_string(slice.hosts()) + " hosts, but numOfHosts is " +
+                    std::to_string(given) + "; set numOfHosts: " + std::to_string(slice.hosts()));
+  }
+  return given;
+}
+
 // `id` names the RayCluster in messages.
 webhook::Status check_group(const json& group, std::size_t index, const std::string& id,
-                                       bool cluster_kueue, NodeSource& nodes,
-                                       std::vector<std::string>& warnings) {
+                            bool cluster_kueue, NodeSource& nodes,
+                            std::vector<std::string>& warnings) {
   std::string name(string_member(&group, "groupName").value_or(""));
-  std::string label = name.empty() ? "workerGroupSpecs[" + std::to_string(index) + "]" : webhook::quote(name);
+  std::string label =
+      name.empty() ? "workerGroupSpecs[" + std::to_string(index) + "]" : webhook::quote(name);
   std::string where = id + "worker group " + label + ": ";
   const json* tmpl = member(group, "template");
   const json* containers = member(tmpl, "spec", "containers");
@@ -110,35 +145,14 @@ webhook::Status check_group(const json& group, std::size_t index, const std::str
   webhook::Result<topology::Slice> slice =
       topology::Slice::create({accelerator, topo->value, chips_per_host});
   if (!slice) {
-    return deny(slice.error().code == webhook::ErrorCode::kInvalidArgument ? reasons::kInvalidTopology
-                                                                           : reasons::kInvalidChips,
-                where + std::string(topo->field) + ": " + slice.error().message,
-                slice.error().code);
+    return deny(
+        slice.error().code == webhook::ErrorCode::kInvalidArgument ? reasons::kInvalidTopology
+                                                                   : reasons::kInvalidChips,
+        where + std::string(topo->field) + ": " + slice.error().message, slice.error().code);
   }
-  const json* num = member(group, "numOfHosts");
-  std::string fix = "set numOfHosts: " + std::to_string(slice->hosts()) + " (topology " +
-                    std::string(topo->value) + " has " + std::to_string(slice->chips()) +
-                    " chips at " + std::to_string(chips_per_host) + " chips per host)";
-  if (num == nullptr || num->is_null()) {
-    return deny(reasons::kMissingNumOfHosts, where + "numOfHosts is not set; " + fix);
-  }
-  if (num->is_number_integer() && num->get<long long>() == 0) {
-    return deny(reasons::kMissingNumOfHosts, where + "numOfHosts is 0; " + fix);
-  }
-  if (!num->is_number_integer() || num->get<long long>() < 0) {
-    return deny(reasons::kInvalidNumOfHosts,
-                where + "numOfHosts " + webhook::dump_json(*num) + " is not a positive integer; " + fix);
-  }
-  long long given = num->get<long long>();
-  if (given != slice->hosts()) {
-    return deny(reasons::kHostsMismatch,
-                "Number of workers in worker group not equal to specified topology: " + where +
-                    "topology " + std::string(topo->value) + " (" + std::string(topo->field) +
-                    ") has " + std::to_string(slice->chips()) + " chips at " +
-                    std::to_string(chips_per_host) + " chips per host, so it needs " +
-                    std::to_string(slice->hosts()) + " hosts, but numOfHosts is " +
-                    std::to_string(given) + "; set numOfHosts: " +
-                    std::to_string(slice->hosts()));
+  webhook::Result<long long> given = check_num_of_hosts(group, where, *topo, *slice);
+  if (!given) {
+    return given.error();
   }
   for (std::string& advice : slice->advisories()) {
     warnings.push_back(where + advice);
@@ -146,8 +160,8 @@ webhook::Status check_group(const json& group, std::size_t index, const std::str
   std::optional<std::string_view> subslice = string_member(annotations, keys::kSubsliceAnnotation);
   bool kueue = cluster_kueue || kueue_managed(member(tmpl, "metadata", "labels"), annotations) ||
                kueue_managed(member(group, "labels"), nullptr);
-  if (subslice && !kueue && given > 1) {
-    return check_subslice(where, *subslice, node_selector, static_cast<int>(given), nodes,
+  if (subslice && !kueue && *given > 1) {
+    return check_subslice(where, *subslice, node_selector, static_cast<int>(*given), nodes,
                           warnings);
   }
   return {};
@@ -156,7 +170,7 @@ webhook::Status check_group(const json& group, std::size_t index, const std::str
 }  // namespace
 
 ClusterReport validate_raycluster(const json& cluster, NodeSource& nodes,
-                                 std::string_view request_ns) {
+                                  std::string_view request_ns) {
   ClusterReport report;
   const json* metadata = member(cluster, "metadata");
   std::string name(string_member(metadata, "name").value_or(""));
@@ -173,11 +187,11 @@ ClusterReport validate_raycluster(const json& cluster, NodeSource& nodes,
   bool cluster_kueue = kueue_managed(member(metadata, "labels"), member(metadata, "annotations"));
   for (std::size_t i = 0; i < groups->size(); ++i) {
     const json& group = (*groups)[i];
-    report.status = group.is_object()
-                        ? check_group(group, i, id, cluster_kueue, nodes, report.warnings)
-                        : deny(reasons::kMalformedObject, id + "spec.workerGroupSpecs[" +
-                                                              std::to_string(i) +
-                                                              "] must be an object");
+    report.status =
+        group.is_object()
+            ? check_group(group, i, id, cluster_kueue, nodes, report.warnings)
+            : deny(reasons::kMalformedObject,
+                   id + "spec.workerGroupSpecs[" + std::to_string(i) + "] must be an object");
     if (!report.status) {
       report.denied_group = string_member(&group, "groupName").value_or("");
       return report;

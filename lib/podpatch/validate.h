@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "base/status/result.h"
 #include "base/json/access.h"
+#include "base/status/result.h"
 #include "podpatch/sources.h"
 
 namespace podpatch {

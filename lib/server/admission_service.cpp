@@ -146,8 +146,8 @@ HttpReply AdmissionService::other(const HttpRequestView& request) const {
   }
   metrics_.request_started(Webhook::kOther);
   metrics_.request_finished(Webhook::kOther, reply.status, Clock::now() - start);
-  log_.debug(2, "http", {{"method", request.method}, {"path", request.path},
-                         {"code", reply.status}});
+  log_.debug(2, "http",
+             {{"method", request.method}, {"path", request.path}, {"code", reply.status}});
   return reply;
 }
 
@@ -183,9 +183,8 @@ void AdmissionService::record(Webhook webhook, const Exchange& x,
                    {"host", host},
                    {"warnings", static_cast<std::int64_t>(response.warnings.size())}});
   } else {
-    fields.insert(fields.end(), {{"code", code},
-                                 {"reason", response.reason},
-                                 {"message", response.message}});
+    fields.insert(fields.end(),
+                  {{"code", code}, {"reason", response.reason}, {"message", response.message}});
   }
   fields.emplace_back("latency_us", static_cast<std::int64_t>(us));
   log_.info("admission", fields);

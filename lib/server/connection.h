@@ -20,14 +20,14 @@
 // get_*_ip_and_port), never through the descriptor socket() returns; server::HttpServer's
 // transport seam relies on that (http_server.h).
 
+#include <httplib.h>
+#include <openssl/ssl.h>
+
 #include <chrono>
 #include <cstddef>
 #include <memory>
 #include <span>
 #include <string>
-
-#include <httplib.h>
-#include <openssl/ssl.h>
 
 namespace server {
 
@@ -87,8 +87,8 @@ class Connection final : public httplib::Stream {
   socket_t socket() const override { return fd_; }
 
  private:
-  static constexpr std::size_t kInBufferBytes = 16 * 1024;
-  static constexpr std::size_t kFlushBytes = 64 * 1024;
+  static constexpr std::size_t kInBufferBytes = std::size_t{16} * 1024;
+  static constexpr std::size_t kFlushBytes = std::size_t{64} * 1024;
 
   bool buffered() const;
   // Waits for `events` on the socket until the deadline. False on timeout or error.

@@ -3,8 +3,8 @@
 // two dashes), keeping the Go webhook's names so the binary is a drop-in.
 //
 //   webhook::Result<server::Flags> flags = server::parse_flags({"--bind-address=:9443", "--v=2"});
-//   if (!flags) { std::cerr << "kuberay-tpu-webhook: " << flags.error().message << "\n"; return 2; }
-//   if (flags->help) { std::cout << server::usage(); return 0; }
+//   if (!flags) { std::cerr << "kuberay-tpu-webhook: " << flags.error().message << "\n"; return 2;
+//   } if (flags->help) { std::cout << server::usage(); return 0; }
 //
 // Every bad flag or value is one InvalidArgument whose message is one line naming the flag, the
 // value and what is expected.
@@ -51,7 +51,7 @@ struct Flags {
   // gives one (kube::webhook_namespace).
   std::string namespace_name;
   admission::Config handler;  // --kuberay-version and the port bases
-  std::size_t max_body_bytes = 7 * 1024 * 1024;
+  std::size_t max_body_bytes = std::size_t{7} * 1024 * 1024;
   std::chrono::milliseconds read_timeout{10'000};
   std::chrono::milliseconds shutdown_timeout{15'000};
   int threads = 64;

@@ -137,20 +137,19 @@ webhook::Result<int> HttpServer::bind(const ListenAddress& address) {
   for (const std::string& host : hosts) {
     errno = 0;
     bound_socket_ = INVALID_SOCKET;
-    port = address.port == 0 ? bind_to_any_port(host) : (bind_to_port(host, address.port)
-                                                              ? address.port
-                                                              : -1);
+    port = address.port == 0 ? bind_to_any_port(host)
+                             : (bind_to_port(host, address.port) ? address.port : -1);
     saved_errno = errno;
     if (port > 0) {
       break;
     }
   }
   if (port <= 0) {
-    return webhook::Error{webhook::ErrorCode::kUnavailable,
-                          "cannot listen on " + address.text() + ": " +
-                              (saved_errno != 0 ? std::strerror(saved_errno)
-                                                : "the address is not usable") +
-                              " (is another process using the port?)"};
+    return webhook::Error{
+        webhook::ErrorCode::kUnavailable,
+        "cannot listen on " + address.text() + ": " +
+            (saved_errno != 0 ? std::strerror(saved_errno) : "the address is not usable") +
+            " (is another process using the port?)"};
   }
   // httplib 0.11 listens with a backlog of 5; listen() again on the listening socket raises it.
   ::listen(bound_socket_, kBacklog);

@@ -32,6 +32,9 @@
 // seam was written against; test/unit/server/transport_test.cpp fails when the behaviour it
 // relies on changes (docs/server.md "Transport seam").
 
+#include <httplib.h>
+#include <openssl/ssl.h>
+
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -39,9 +42,6 @@
 #include <mutex>
 #include <string>
 #include <string_view>
-
-#include <httplib.h>
-#include <openssl/ssl.h>
 
 #include "base/status/result.h"
 #include "server/connection.h"

@@ -1,5 +1,7 @@
 #include "server/log.h"
 
+#include <spdlog/pattern_formatter.h>
+#include <spdlog/sinks/base_sink.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -8,13 +10,10 @@
 #include <mutex>
 #include <thread>
 
-#include <spdlog/pattern_formatter.h>
-#include <spdlog/sinks/base_sink.h>
-
 namespace server {
 namespace {
 
-constexpr std::size_t kFlushBytes = 64 * 1024;
+constexpr std::size_t kFlushBytes = std::size_t{64} * 1024;
 constexpr auto kFlushInterval = std::chrono::milliseconds(200);
 
 void append_json_string(std::string& out, std::string_view s) {
@@ -201,8 +200,8 @@ std::string log_pattern(LogFormat format) {
 
 std::shared_ptr<spdlog::logger> make_stderr_logger(LogFormat format) {
   auto sink = std::make_shared<BufferedFdSink>(STDERR_FILENO);
-  sink->set_formatter(
-      std::make_unique<spdlog::pattern_formatter>(log_pattern(format), spdlog::pattern_time_type::utc));
+  sink->set_formatter(std::make_unique<spdlog::pattern_formatter>(log_pattern(format),
+                                                                  spdlog::pattern_time_type::utc));
   auto logger = std::make_shared<spdlog::logger>("kuberay-tpu-webhook", std::move(sink));
   logger->set_level(spdlog::level::info);
   logger->flush_on(spdlog::level::warn);

@@ -6,12 +6,15 @@
 //   auto logger = server::make_stderr_logger(server::LogFormat::kJson);
 //   server::Log log(logger, server::LogFormat::kJson, /*verbosity=*/0);
 //   log.info("admission", {{"uid", uid}, {"latency_us", 143}});
-//   // {"time":"2025-05-20T10:00:00.123456Z","level":"info","msg":"admission","uid":"...","latency_us":143}
+//   //
+//   {"time":"2025-05-20T10:00:00.123456Z","level":"info","msg":"admission","uid":"...","latency_us":143}
 //   // text: 2025-05-20T10:00:00.123456Z I admission uid=... latency_us=143
 //
 // Values are escaped (JSON strings, or logfmt quoting for text), so a hostile uid cannot forge a
 // line. Certificate material is never passed in. Thread-safe; the sink make_stderr_logger builds
 // buffers lines and writes them in batches off the request path (errors are written at once).
+
+#include <spdlog/logger.h>
 
 #include <cstdint>
 #include <initializer_list>
@@ -20,8 +23,6 @@
 #include <string>
 #include <string_view>
 #include <variant>
-
-#include <spdlog/logger.h>
 
 #include "server/flags.h"
 

@@ -32,8 +32,7 @@ class Metrics {
   static constexpr int kMaxReasons = 64;
   // Upper bounds (seconds) of the latency histogram's buckets; +Inf is implied.
   static constexpr std::array<double, 14> kLatencyBuckets = {
-      0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
-      0.025,  0.05,    0.1,    0.25,  0.5,    1,     2.5};
+      0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5};
 
   Metrics();
   Metrics(const Metrics&) = delete;

@@ -104,7 +104,8 @@ class WebhookServer {
   WebhookServer(const ServerConfig& config, const admission::Handler& handler, const Log& log,
                 ServerExtensions extensions);
   webhook::Status init();
-  void install_routes();
+  void install_routes();         // the HTTPS port: /mutate, /validate, everything else
+  void install_health_routes();  // the health port: /healthz, /readyz, /metrics
   void on_reload(bool ok, const std::string& detail, const std::shared_ptr<const Identity>& id);
 
   ServerConfig config_;

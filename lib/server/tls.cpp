@@ -1,16 +1,15 @@
 #include "server/tls.h"
 
-#include <sys/stat.h>
-
-#include <ctime>
-#include <fstream>
-#include <iterator>
-
 #include <openssl/bio.h>
 #include <openssl/bn.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
+#include <sys/stat.h>
+
+#include <ctime>
+#include <fstream>
+#include <iterator>
 
 namespace server {
 namespace {
@@ -49,7 +48,7 @@ std::string digest_of(std::string_view a, std::string_view b) {
   EVP_DigestUpdate(ctx, b.data(), b.size());
   EVP_DigestFinal_ex(ctx, md, &len);
   EVP_MD_CTX_free(ctx);
-  return std::string(reinterpret_cast<char*>(md), len);
+  return {reinterpret_cast<char*>(md), len};
 }
 
 std::string subject_of(X509* cert) {
@@ -57,7 +56,7 @@ std::string subject_of(X509* cert) {
   X509_NAME_print_ex(bio.get(), X509_get_subject_name(cert), 0, XN_FLAG_RFC2253);
   char* data = nullptr;
   long len = BIO_get_mem_data(bio.get(), &data);
-  return std::string(data, static_cast<std::size_t>(len));
+  return {data, static_cast<std::size_t>(len)};
 }
 
 std::string serial_of(X509* cert) {
@@ -138,8 +137,9 @@ webhook::Result<std::shared_ptr<const Identity>> load_identity(std::string_view 
   BioPtr key_bio = memory_bio(key_pem);
   id->key_ = PEM_read_bio_PrivateKey(key_bio.get(), nullptr, no_passphrase, nullptr);
   if (id->key_ == nullptr) {
-    return invalid_argument("the private key cannot be parsed (an encrypted key is not supported): " +
-                            openssl_reason());
+    return invalid_argument(
+        "the private key cannot be parsed (an encrypted key is not supported): " +
+        openssl_reason());
   }
   if (X509_check_private_key(id->cert_, id->key_) != 1) {
     ERR_clear_error();
@@ -170,8 +170,9 @@ webhook::Result<SslCtxPtr> make_server_context(IdentityStore& store) {
                               "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305") != 1) {
     return fail("cannot set the TLS 1.2 ciphers");
   }
-  if (SSL_CTX_set_ciphersuites(ctx.get(), "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:"
-                                          "TLS_CHACHA20_POLY1305_SHA256") != 1) {
+  if (SSL_CTX_set_ciphersuites(ctx.get(),
+                               "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:"
+                               "TLS_CHACHA20_POLY1305_SHA256") != 1) {
     return fail("cannot set the TLS 1.3 suites");
   }
   if (SSL_CTX_set1_groups_list(ctx.get(), "X25519:P-256:P-384") != 1) {
@@ -180,8 +181,8 @@ webhook::Result<SslCtxPtr> make_server_context(IdentityStore& store) {
   SSL_CTX_set_options(ctx.get(), SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION |
                                      SSL_OP_CIPHER_SERVER_PREFERENCE |
                                      SSL_OP_IGNORE_UNEXPECTED_EOF);
-  SSL_CTX_set_mode(ctx.get(), SSL_MODE_ENABLE_PARTIAL_WRITE |
-                                  SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_RELEASE_BUFFERS);
+  SSL_CTX_set_mode(ctx.get(), SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
+                                  SSL_MODE_RELEASE_BUFFERS);
   static const unsigned char kContext[] = "kuberay-tpu-webhook";
   SSL_CTX_set_session_id_context(ctx.get(), kContext, sizeof(kContext) - 1);
   SSL_CTX_set_cert_cb(ctx.get(), select_certificate, &store);

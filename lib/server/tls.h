@@ -11,6 +11,9 @@
 // never fails or mixes a handshake; connections already open keep the certificate they began
 // with. Nothing here logs or returns certificate or key material: errors name files and reasons.
 
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -21,9 +24,6 @@
 #include <string>
 #include <string_view>
 #include <thread>
-
-#include <openssl/ssl.h>
-#include <openssl/x509.h>
 
 #include "base/status/result.h"
 

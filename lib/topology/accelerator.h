@@ -11,12 +11,12 @@
 namespace topology {
 
 struct Accelerator {
-  std::string_view label;        // value of cloud.google.com/gke-tpu-accelerator
-  std::string_view generation;   // short name used in messages: v4, v5p, v5e, v6e, tpu7x
-  int dims;                      // topology rank GKE uses for it: 2 or 3
+  std::string_view label;               // value of cloud.google.com/gke-tpu-accelerator
+  std::string_view generation;          // short name used in messages: v4, v5p, v5e, v6e, tpu7x
+  int dims;                             // topology rank GKE uses for it: 2 or 3
   std::span<const int> chips_per_host;  // the machine types' chip counts per VM
-  int chiplets;                  // logical devices per chip (2 on TPU7x)
-  bool single_host_only;         // the legacy tpu-v5-lite-device offers no multi-host slices
+  int chiplets;                         // logical devices per chip (2 on TPU7x)
+  bool single_host_only;                // the legacy tpu-v5-lite-device offers no multi-host slices
 
   bool offers_chips_per_host(int chips) const;
 };

@@ -46,8 +46,7 @@ std::vector<std::string> split_list(std::string_view text) {
   }
 }
 
-std::string address_list(std::span<const std::string> entries, int ports_per_entry,
-                         int port_base) {
+std::string address_list(std::span<const std::string> entries, int ports_per_entry, int port_base) {
   std::string out;
   std::size_t per_entry = 0;
   for (const std::string& e : entries) {
@@ -68,8 +67,7 @@ std::string address_list(std::span<const std::string> entries, int ports_per_ent
 
 std::string torch_tpu_topology(const Shape& shape, int chiplets) {
   const auto& d = shape.dims3();
-  std::string out =
-      std::to_string(d[0]) + "," + std::to_string(d[1]) + "," + std::to_string(d[2]);
+  std::string out = std::to_string(d[0]) + "," + std::to_string(d[1]) + "," + std::to_string(d[2]);
   if (chiplets == 2) {
     out += ",2";
   }

@@ -36,8 +36,7 @@ std::vector<std::string> split_list(std::string_view text);
 // "<entry>:<port>" for each entry (in order), for ports port_base .. port_base+ports_per_entry-1:
 // host-major, port ascending, comma-joined. Slicebuilder addresses use one port per device of a
 // host; TPU process addresses one per TPU container.
-std::string address_list(std::span<const std::string> entries, int ports_per_entry,
-                         int port_base);
+std::string address_list(std::span<const std::string> entries, int ports_per_entry, int port_base);
 
 // TORCH_TPU_TOPOLOGY: the three dims joined by ',' (2-D gets ",1"), plus ",2" when a chip has
 // two chiplets: v6e 4x4 -> "4,4,1"; TPU7x 2x2x2 -> "2,2,2,2".

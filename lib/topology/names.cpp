@@ -33,7 +33,8 @@ webhook::Result<KubeRayVersion> parse_kuberay_version(std::string_view text) {
   if (!major || !minor) {
     return bad();
   }
-  if (dot2 != std::string_view::npos && !webhook::parse_non_negative(rest.substr(dot2 + 1), 100000)) {
+  if (dot2 != std::string_view::npos &&
+      !webhook::parse_non_negative(rest.substr(dot2 + 1), 100000)) {
     return bad();
   }
   return KubeRayVersion{static_cast<int>(*major), static_cast<int>(*minor)};
@@ -61,8 +62,11 @@ std::string headless_service_name(std::string_view cluster, KubeRayVersion versi
 std::string host_name(std::string_view group, int replica, int host) {
   std::string out;
   out.reserve(group.size() + 24);
-  out.append(group).append("-").append(std::to_string(replica)).append("-").append(
-      std::to_string(host));
+  out.append(group)
+      .append("-")
+      .append(std::to_string(replica))
+      .append("-")
+      .append(std::to_string(host));
   return out;
 }
 

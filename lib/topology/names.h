@@ -2,8 +2,8 @@
 // DNS names of a slice's hosts and of the RayCluster's headless Service (docs/spec.md Terms).
 //
 //   auto v = topology::parse_kuberay_version("1.6");
-//   topology::headless_service_name("ray-torchtpu-cluster", *v);  // "ray-torchtpu-cluster-headless"
-//   topology::host_name("v6e-16", 0, 3);                           // "v6e-16-0-3"
+//   topology::headless_service_name("ray-torchtpu-cluster", *v);  //
+//   "ray-torchtpu-cluster-headless" topology::host_name("v6e-16", 0, 3); // "v6e-16-0-3"
 
 #include <string>
 #include <string_view>

@@ -2,8 +2,8 @@
 
 #include <vector>
 
-#include "base/text/text.h"
 #include "base/text/numbers.h"
+#include "base/text/text.h"
 
 namespace topology {
 namespace {
@@ -12,8 +12,8 @@ constexpr std::string_view kExpected =
     "expected 2 or 3 positive integers joined by 'x', such as 4x4 or 2x2x2";
 
 webhook::Error bad(std::string_view text, const std::string& what) {
-  return webhook::invalid_argument("topology " + webhook::quote(text) + " is invalid: " + what + "; " +
-                                   std::string(kExpected));
+  return webhook::invalid_argument("topology " + webhook::quote(text) + " is invalid: " + what +
+                                   "; " + std::string(kExpected));
 }
 
 std::vector<std::string_view> split_x(std::string_view text) {
@@ -51,10 +51,10 @@ webhook::Result<Shape> parse_shape(std::string_view text) {
   }
   std::vector<std::string_view> parts = split_x(text);
   if (parts.size() < 2 || parts.size() > 3) {
-    std::string what = parts.size() < 2 ? "it has 1 dimension"
-                                        : "it has " + std::string(parts.size() > 4 ? "more than 4"
-                                                                                    : "4") +
-                                              " dimensions";
+    std::string what =
+        parts.size() < 2
+            ? "it has 1 dimension"
+            : "it has " + std::string(parts.size() > 4 ? "more than 4" : "4") + " dimensions";
     if (parts.size() < 2 && text.find('X') != std::string_view::npos) {
       what += " (use a lowercase 'x')";
     }
@@ -84,8 +84,8 @@ webhook::Result<Shape> parse_shape(std::string_view text) {
     shape.dims[i] = static_cast<int>(*value);
     chips *= *value;
     if (chips > kMaxChips) {
-      return bad(text, "it has more chips than the largest TPU slice (" +
-                           std::to_string(kMaxChips) + ")");
+      return bad(
+          text, "it has more chips than the largest TPU slice (" + std::to_string(kMaxChips) + ")");
     }
   }
   return shape;

@@ -34,8 +34,8 @@ webhook::Result<Slice> Slice::create(const SliceSpec& spec) {
   if (chips > spec.chips_per_host && chips % spec.chips_per_host != 0) {
     std::string hint = "a chip count per host that divides " + std::to_string(chips);
     if (s.known_ != nullptr) {
-      hint += " (" + std::string(s.known_->label) + " VMs have " + list_of(s.known_->chips_per_host) +
-              " chips)";
+      hint += " (" + std::string(s.known_->label) + " VMs have " +
+              list_of(s.known_->chips_per_host) + " chips)";
     }
     return webhook::failed_precondition(
         "google.com/tpu " + std::to_string(spec.chips_per_host) +
@@ -53,15 +53,14 @@ std::vector<std::string> Slice::advisories() const {
     for (const Accelerator& a : accelerators()) {
       labels += (labels.empty() ? "" : ", ") + std::string(a.label);
     }
-    out.push_back("accelerator \"" + accelerator_ +
-                  "\" is not a known GKE TPU accelerator (" + labels +
-                  "); treated as a TPU with " + std::to_string(chiplets_) +
+    out.push_back("accelerator \"" + accelerator_ + "\" is not a known GKE TPU accelerator (" +
+                  labels + "); treated as a TPU with " + std::to_string(chiplets_) +
                   " device(s) per chip. Check nodeSelector cloud.google.com/gke-tpu-accelerator");
     return out;
   }
   if (!known_->offers_chips_per_host(chips_per_host_)) {
-    out.push_back("google.com/tpu " + std::to_string(chips_per_host_) + " per host: " +
-                  std::string(known_->label) + " machine types have " +
+    out.push_back("google.com/tpu " + std::to_string(chips_per_host_) +
+                  " per host: " + std::string(known_->label) + " machine types have " +
                   list_of(known_->chips_per_host) + " chips per VM, so no node can run this Pod");
   }
   if (known_->dims != shape_.rank) {

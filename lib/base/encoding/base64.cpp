@@ -19,8 +19,7 @@ std::optional<std::string> base64_decode(std::string_view text) {
   }
   // Only the alphabet, with at most two '=' at the very end.
   std::size_t padding = 0;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    char c = text[i];
+  for (char c : text) {
     bool alpha = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
                  c == '+' || c == '/';
     if (c == '=') {

@@ -100,7 +100,7 @@ void render_flag(const FlagDoc& doc, const HelpLayout& layout, std::string& out)
     head.resize(layout.column, ' ');
   }
   if (lines.empty()) {
-    lines.push_back("");
+    lines.emplace_back("");
   }
   for (const std::string& line : lines) {
     std::string text = head + line;

@@ -6,11 +6,10 @@
 //   std::optional<std::string_view> v = webhook::string_member(labels, "ray.io/cluster");
 //   std::string text = webhook::dump_json(pod);   // invalid UTF-8 becomes U+FFFD
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 namespace webhook {
 

@@ -22,14 +22,14 @@
 namespace webhook {
 
 enum class ErrorCode {
-  kInvalidArgument,     // the input is malformed (HTTP 400)
-  kFailedPrecondition,  // well formed, but cannot apply in this state (HTTP 400)
-  kAlreadyExists,       // a conflicting object already exists (HTTP 409)
-  kResourceExhausted,   // the input is over a size or depth bound (HTTP 413)
-  kUnavailable,         // a dependency is not ready; retrying may succeed (HTTP 503)
-  kInternal,            // a bug or an impossible state (HTTP 500)
-  kMethodNotAllowed,    // the HTTP method does not apply to the path (HTTP 405)
-  kDeadlineExceeded,    // the input did not arrive in time (HTTP 408)
+  kInvalidArgument,       // the input is malformed (HTTP 400)
+  kFailedPrecondition,    // well formed, but cannot apply in this state (HTTP 400)
+  kAlreadyExists,         // a conflicting object already exists (HTTP 409)
+  kResourceExhausted,     // the input is over a size or depth bound (HTTP 413)
+  kUnavailable,           // a dependency is not ready; retrying may succeed (HTTP 503)
+  kInternal,              // a bug or an impossible state (HTTP 500)
+  kMethodNotAllowed,      // the HTTP method does not apply to the path (HTTP 405)
+  kDeadlineExceeded,      // the input did not arrive in time (HTTP 408)
   kUnsupportedMediaType,  // the body is not of the expected media type (HTTP 415)
 };
 
@@ -81,7 +81,7 @@ inline Error failed_precondition(std::string message) {
 template <class T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}   // NOLINT: implicit by design, like StatusOr
+  Result(T value) : v_(std::move(value)) {}      // NOLINT: implicit by design, like StatusOr
   Result(Error error) : v_(std::move(error)) {}  // NOLINT
 
   bool has_value() const { return v_.index() == 0; }
@@ -142,11 +142,11 @@ class [[nodiscard]] Status {
 #define WEBHOOK_STATUS_CONCAT_INNER(a, b) a##b
 #define WEBHOOK_STATUS_CONCAT(a, b) WEBHOOK_STATUS_CONCAT_INNER(a, b)
 
-#define RETURN_IF_ERROR(expr)                                     \
-  do {                                                            \
-    if (auto webhook_status_ = (expr); !webhook_status_) {        \
-      return webhook_status_.error();                             \
-    }                                                             \
+#define RETURN_IF_ERROR(expr)                              \
+  do {                                                     \
+    if (auto webhook_status_ = (expr); !webhook_status_) { \
+      return webhook_status_.error();                      \
+    }                                                      \
   } while (false)
 
 #define ASSIGN_OR_RETURN(lhs, expr) \

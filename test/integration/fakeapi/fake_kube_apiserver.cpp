@@ -15,7 +15,8 @@
 //   POST   /fake/write-delay   {"ms":2000}
 //   POST   /fake/partition     {"token":"t2"}
 //   POST   /fake/heal, /fake/drop-watches, /fake/compact, /fake/bookmarks
-//   GET    /fake/stats         -> {"writes":{"leases":n,...},"write_attempts":{...},"creates":{...},
+//   GET    /fake/stats         ->
+//   {"writes":{"leases":n,...},"write_attempts":{...},"creates":{...},
 //                                  "updates":{...},"deletes":{...},"conflicts":{...},
 //                                  "already_exists":{...},"totals":{...},"lists":{...},
 //                                  "watches":{...},"open_watches":n,"resource_version":n,
@@ -24,6 +25,7 @@
 // SIGTERM or SIGINT ends it at once with status 0, as does --max-seconds (default 600) elapsing,
 // so a test that forgets it does not leave it behind. Exit status 2: bad flags; 1: cannot serve.
 
+#include <httplib.h>
 #include <pthread.h>
 #include <signal.h>
 
@@ -37,12 +39,10 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <utility>
-
-#include <httplib.h>
-#include <nlohmann/json.hpp>
 
 #include "fake_apiserver.h"
 
@@ -132,8 +132,8 @@ void error(httplib::Response& res, int status, const std::string& message) {
 }
 
 // The handler with its JSON body parsed (an object; {} when empty); 400 for anything else.
-httplib::Server::Handler with_body(std::function<void(const json&, const httplib::Request&,
-                                                      httplib::Response&)> handle) {
+httplib::Server::Handler with_body(
+    std::function<void(const json&, const httplib::Request&, httplib::Response&)> handle) {
   return [handle = std::move(handle)](const httplib::Request& req, httplib::Response& res) {
     json body = req.body.empty() ? json::object() : json::parse(req.body, nullptr, false);
     if (body.is_discarded() || !body.is_object()) {
@@ -160,9 +160,12 @@ std::string resource_of(const std::string& resource, httplib::Response& res) {
 json stats(const FakeApiServer& api) {
   using Stats = FakeApiServer::WriteStats;
   const std::pair<const char*, int Stats::*> fields[] = {
-      {"writes", &Stats::writes},       {"write_attempts", &Stats::attempts},
-      {"creates", &Stats::creates},     {"updates", &Stats::updates},
-      {"deletes", &Stats::deletes},     {"conflicts", &Stats::conflicts},
+      {"writes", &Stats::writes},
+      {"write_attempts", &Stats::attempts},
+      {"creates", &Stats::creates},
+      {"updates", &Stats::updates},
+      {"deletes", &Stats::deletes},
+      {"conflicts", &Stats::conflicts},
       {"already_exists", &Stats::already_exists}};
   json out = json::object();
   json totals = json::object();
@@ -192,17 +195,15 @@ json stats(const FakeApiServer& api) {
 void add_routes(httplib::Server& svr, FakeApiServer& server) {
   FakeApiServer* const api = &server;
   const std::string resources = "([^/]+)";
-  svr.Post("/fake/objects/" + resources, with_body([api](const json& body,
-                                                          const httplib::Request& req,
-                                                          httplib::Response& res) {
+  svr.Post("/fake/objects/" + resources,
+           with_body([api](const json& body, const httplib::Request& req, httplib::Response& res) {
              std::string resource = resource_of(req.matches[1], res);
              if (!resource.empty()) {
                answer(res, 201, api->create(resource, body));
              }
            }));
-  svr.Put("/fake/objects/" + resources, with_body([api](const json& body,
-                                                         const httplib::Request& req,
-                                                         httplib::Response& res) {
+  svr.Put("/fake/objects/" + resources,
+          with_body([api](const json& body, const httplib::Request& req, httplib::Response& res) {
             std::string resource = resource_of(req.matches[1], res);
             if (resource.empty()) {
               return;
@@ -214,8 +215,8 @@ void add_routes(httplib::Server& svr, FakeApiServer& server) {
             std::string ns = body["metadata"].value("namespace", "");
             std::string name = body["metadata"].value("name", "");
             if (!api->update(resource, body)) {
-              error(res, 404, resource + " " + (ns.empty() ? name : ns + "/" + name) +
-                                  " does not exist");
+              error(res, 404,
+                    resource + " " + (ns.empty() ? name : ns + "/" + name) + " does not exist");
               return;
             }
             answer(res, 200, api->get(resource, ns, name).value_or(json::object()));
@@ -235,23 +236,23 @@ void add_routes(httplib::Server& svr, FakeApiServer& server) {
   };
   svr.Delete("/fake/objects/" + resources + "/([^/]+)/([^/]+)", remove);
   svr.Delete("/fake/objects/" + resources + "/([^/]+)", remove);
-  svr.Get("/fake/objects/" + resources, [api](const httplib::Request& req,
-                                               httplib::Response& res) {
+  svr.Get("/fake/objects/" + resources, [api](const httplib::Request& req, httplib::Response& res) {
     std::string resource = resource_of(req.matches[1], res);
     if (!resource.empty()) {
       answer(res, 200, {{"items", api->objects(resource)}});
     }
   });
-  svr.Post("/fake/fail-writes", with_body([api](const json& body, const httplib::Request&,
-                                                 httplib::Response& res) {
+  svr.Post("/fake/fail-writes",
+           with_body([api](const json& body, const httplib::Request&, httplib::Response& res) {
              std::string resource = resource_of(body.at("resource").get<std::string>(), res);
              if (!resource.empty()) {
-               api->fail_next_writes(resource, body.at("status").get<int>(), body.value("count", 1));
+               api->fail_next_writes(resource, body.at("status").get<int>(),
+                                     body.value("count", 1));
                answer(res, 200, json::object());
              }
            }));
-  svr.Post("/fake/fail-next", with_body([api](const json& body, const httplib::Request&,
-                                               httplib::Response& res) {
+  svr.Post("/fake/fail-next",
+           with_body([api](const json& body, const httplib::Request&, httplib::Response& res) {
              std::string resource = resource_of(body.at("resource").get<std::string>(), res);
              if (resource.empty()) {
                return;
@@ -263,13 +264,13 @@ void add_routes(httplib::Server& svr, FakeApiServer& server) {
              }
              answer(res, 200, json::object());
            }));
-  svr.Post("/fake/write-delay", with_body([api](const json& body, const httplib::Request&,
-                                                 httplib::Response& res) {
+  svr.Post("/fake/write-delay",
+           with_body([api](const json& body, const httplib::Request&, httplib::Response& res) {
              api->set_write_delay(std::chrono::milliseconds(body.at("ms").get<std::int64_t>()));
              answer(res, 200, json::object());
            }));
-  svr.Post("/fake/partition", with_body([api](const json& body, const httplib::Request&,
-                                               httplib::Response& res) {
+  svr.Post("/fake/partition",
+           with_body([api](const json& body, const httplib::Request&, httplib::Response& res) {
              api->partition(body.at("token").get<std::string>());
              answer(res, 200, json::object());
            }));

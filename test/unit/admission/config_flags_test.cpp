@@ -1,11 +1,10 @@
 // lib/admission/config_flags: the flags of admission::Config that kuberay-tpu-webhook and
 // webhook-dryrun share, defined once: names, defaults in the help text, checks.
-#include <catch2/catch.hpp>
+#include "admission/config_flags.h"
 
+#include <catch2/catch.hpp>
 #include <string>
 #include <vector>
-
-#include "admission/config_flags.h"
 
 namespace {
 

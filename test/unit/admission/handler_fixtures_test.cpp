@@ -4,7 +4,6 @@
 // properties every answer must have: uid echoed (Envelope), original.patch(p) == mutated, and
 // re-admitting the mutated Pod gives an empty patch (M6).
 #include <catch2/catch.hpp>
-
 #include <filesystem>
 
 #include "admission/review.h"

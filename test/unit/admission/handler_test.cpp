@@ -1,11 +1,11 @@
 // The Handler's decisions beyond the fixture goldens: scope (M1, V1), legacy placement across a
 // sequence of admissions (M3.3), dry-run (docs/architecture.md "State"), --explain, and validation
 // wiring.
-#include <catch2/catch.hpp>
+#include "admission/handler.h"
 
+#include <catch2/catch.hpp>
 #include <set>
 
-#include "admission/handler.h"
 #include "kube/live_sources.h"
 #include "kube/pod_sources.h"
 #include "support/test_support.h"
@@ -49,7 +49,8 @@ TEST_CASE("M3.3: a burst of label-less Pods fills slices host by host, replica b
   testing::Harness h;
   std::vector<podpatch::Slot> got;
   for (int i = 0; i < 9; ++i) {
-    admission::Response out = h.handler.mutate(testing::pod_request(worker(), "uid-" + std::to_string(i)));
+    admission::Response out =
+        h.handler.mutate(testing::pod_request(worker(), "uid-" + std::to_string(i)));
     REQUIRE(out.allowed);
     REQUIRE(out.placement);
     CHECK(out.placement->path == podpatch::PlacementPath::kLegacy);
@@ -64,7 +65,8 @@ TEST_CASE("M3.3: a burst of label-less Pods fills slices host by host, replica b
 TEST_CASE("M3.3: dry-run requests are placed but reserve nothing", "[admission][handler][legacy]") {
   testing::Harness h;
   for (int i = 0; i < 3; ++i) {
-    admission::Response out = h.handler.mutate(testing::pod_request(worker(), "dry", /*dry_run=*/true));
+    admission::Response out =
+        h.handler.mutate(testing::pod_request(worker(), "dry", /*dry_run=*/true));
     REQUIRE(out.placement);
     CHECK(out.placement->slot == podpatch::Slot{0, 0});
   }
@@ -118,7 +120,8 @@ TEST_CASE("explain: the derivation walks topology, chips, hosts, placement, name
   for (const std::string& l : lines) {
     all += l + "\n";
   }
-  CHECK_THAT(all, Catch::Contains("topology: 4x4 (nodeSelector cloud.google.com/gke-tpu-topology)"));
+  CHECK_THAT(all,
+             Catch::Contains("topology: 4x4 (nodeSelector cloud.google.com/gke-tpu-topology)"));
   CHECK_THAT(all, Catch::Contains("chips: 4 x 4 x 1 = 16"));
   CHECK_THAT(all, Catch::Contains("hosts: max(16 / 4, 1) = 4 (multi-host)"));
   CHECK_THAT(all, Catch::Contains("placement: replica 0, host 0"));
@@ -145,26 +148,29 @@ TEST_CASE("V1: validation scope", "[admission][handler][validate]") {
     admission::Response out = h.handler.validate(testing::cluster_request(nullptr, "DELETE"));
     CHECK(out.allowed);
   }
-  json invalid = {{"apiVersion", "ray.io/v1"},
-                {"kind", "RayCluster"},
-                {"metadata", {{"name", "c"}}},
-                {"spec",
-                 {{"workerGroupSpecs",
-                   json::array({{{"groupName", "g"},
-                                 {"numOfHosts", 2},
-                                 {"template",
-                                  {{"spec",
-                                    {{"nodeSelector",
-                                      {{"cloud.google.com/gke-tpu-accelerator", "tpu-v6e-slice"},
-                                       {"cloud.google.com/gke-tpu-topology", "4x4"}}},
-                                     {"containers",
-                                      json::array({{{"name", "w"},
-                                                    {"resources",
-                                                     {{"limits", {{"google.com/tpu", "4"}}}}}}})}}}}}}})}}}};
+  json invalid = {
+      {"apiVersion", "ray.io/v1"},
+      {"kind", "RayCluster"},
+      {"metadata", {{"name", "c"}}},
+      {"spec",
+       {{"workerGroupSpecs",
+         json::array({{{"groupName", "g"},
+                       {"numOfHosts", 2},
+                       {"template",
+                        {{"spec",
+                          {{"nodeSelector",
+                            {{"cloud.google.com/gke-tpu-accelerator", "tpu-v6e-slice"},
+                             {"cloud.google.com/gke-tpu-topology", "4x4"}}},
+                           {"containers",
+                            json::array({{{"name", "w"},
+                                          {"resources",
+                                           {{"limits", {{"google.com/tpu", "4"}}}}}}})}}}}}}})}}}};
   SECTION("UPDATE is validated too (better than upstream)") {
     admission::Response out = h.handler.validate(testing::cluster_request(invalid, "UPDATE"));
     CHECK_FALSE(out.allowed);
-    CHECK_THAT(out.message, Catch::StartsWith("Number of workers in worker group not equal to specified topology"));
+    CHECK_THAT(
+        out.message,
+        Catch::StartsWith("Number of workers in worker group not equal to specified topology"));
     CHECK(out.reason == "hosts_mismatch");
     CHECK(out.uid == "uid-cluster");
   }
@@ -204,7 +210,8 @@ TEST_CASE("bounds: too many containers or env entries are refused, not processed
 
   json many_env = worker("v6e-16-multihost-worker-indexed.json");
   for (int i = 0; i < 5000; ++i) {
-    many_env["spec"]["containers"][0]["env"].push_back({{"name", "V" + std::to_string(i)}, {"value", "x"}});
+    many_env["spec"]["containers"][0]["env"].push_back(
+        {{"name", "V" + std::to_string(i)}, {"value", "x"}});
   }
   out = h.handler.mutate(testing::pod_request(many_env));
   CHECK_FALSE(out.allowed);

@@ -1,8 +1,9 @@
 // docs/spec.md Envelope: AdmissionReview v1 decode/encode.
+#include "admission/review.h"
+
 #include <catch2/catch.hpp>
 
 #include "base/encoding/base64.h"
-#include "admission/review.h"
 #include "support/test_support.h"
 
 using testing::json;
@@ -10,7 +11,8 @@ using testing::json;
 namespace {
 
 json review_with(json request) {
-  return {{"apiVersion", "admission.k8s.io/v1"}, {"kind", "AdmissionReview"},
+  return {{"apiVersion", "admission.k8s.io/v1"},
+          {"kind", "AdmissionReview"},
           {"request", std::move(request)}};
 }
 
@@ -39,7 +41,8 @@ TEST_CASE("decode reads uid, kind, operation, dryRun, namespace and moves the ob
   CHECK(d->object["metadata"]["generateName"] == "w-");
 }
 
-TEST_CASE("decode refuses malformed bodies with a precise message (Envelope)", "[admission][envelope]") {
+TEST_CASE("decode refuses malformed bodies with a precise message (Envelope)",
+          "[admission][envelope]") {
   json no_uid = minimal_request();
   no_uid.erase("uid");
   json no_kind = minimal_request();
@@ -47,23 +50,28 @@ TEST_CASE("decode refuses malformed bodies with a precise message (Envelope)", "
   json no_op = minimal_request();
   no_op.erase("operation");
   std::string deep(500, '[');
-  auto [name, body, uid, message] = GENERATE_COPY(table<std::string, std::string, std::string, std::string>({
-      {"empty body", "", "", "empty request body"},
-      {"not JSON", "{\"apiVersion\": ", "", "not valid JSON"},
-      {"JSON array", "[1,2]", "", "not an AdmissionReview object"},
-      {"v1beta1", json({{"apiVersion", "admission.k8s.io/v1beta1"}, {"kind", "AdmissionReview"},
-                        {"request", minimal_request()}}).dump(),
-       "u-1", "admissionReviewVersions: [v1]"},
-      {"wrong kind", json({{"apiVersion", "admission.k8s.io/v1"}, {"kind", "Pod"}}).dump(), "",
-       "expected apiVersion admission.k8s.io/v1, kind AdmissionReview"},
-      {"no request", json({{"apiVersion", "admission.k8s.io/v1"}, {"kind", "AdmissionReview"}}).dump(),
-       "", "has no request"},
-      {"request not an object", review_with("x").dump(), "", "has no request"},
-      {"no uid", review_with(no_uid).dump(), "", "has no uid"},
-      {"no kind", review_with(no_kind).dump(), "u-1", "needs kind"},
-      {"no operation", review_with(no_op).dump(), "u-1", "and operation"},
-      {"nesting bomb", deep, "", "deeper than 100"},
-  }));
+  auto [name, body, uid, message] =
+      GENERATE_COPY(table<std::string, std::string, std::string, std::string>({
+          {"empty body", "", "", "empty request body"},
+          {"not JSON", "{\"apiVersion\": ", "", "not valid JSON"},
+          {"JSON array", "[1,2]", "", "not an AdmissionReview object"},
+          {"v1beta1",
+           json({{"apiVersion", "admission.k8s.io/v1beta1"},
+                 {"kind", "AdmissionReview"},
+                 {"request", minimal_request()}})
+               .dump(),
+           "u-1", "admissionReviewVersions: [v1]"},
+          {"wrong kind", json({{"apiVersion", "admission.k8s.io/v1"}, {"kind", "Pod"}}).dump(), "",
+           "expected apiVersion admission.k8s.io/v1, kind AdmissionReview"},
+          {"no request",
+           json({{"apiVersion", "admission.k8s.io/v1"}, {"kind", "AdmissionReview"}}).dump(), "",
+           "has no request"},
+          {"request not an object", review_with("x").dump(), "", "has no request"},
+          {"no uid", review_with(no_uid).dump(), "", "has no uid"},
+          {"no kind", review_with(no_kind).dump(), "u-1", "needs kind"},
+          {"no operation", review_with(no_op).dump(), "u-1", "and operation"},
+          {"nesting bomb", deep, "", "deeper than 100"},
+      }));
   CAPTURE(name);
   webhook::Result<admission::Request> d = admission::decode(body);
   REQUIRE_FALSE(d);
@@ -105,8 +113,9 @@ TEST_CASE("encode echoes the uid and sets patchType only with a non-empty patch 
     CHECK(json::parse(*raw) == patch);
   }
   SECTION("denied: status with code and message, warnings kept") {
-    admission::Response r = admission::denied(
-        "u-5", webhook::Error{webhook::ErrorCode::kAlreadyExists, "two Pods on one slot", "slot_conflict"});
+    admission::Response r =
+        admission::denied("u-5", webhook::Error{webhook::ErrorCode::kAlreadyExists,
+                                                "two Pods on one slot", "slot_conflict"});
     r.warnings = {"w1"};
     json out = json::parse(admission::encode(r))["response"];
     CHECK(out["uid"] == "u-5");

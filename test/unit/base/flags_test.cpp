@@ -1,12 +1,11 @@
 // lib/base/flags: the flag table both binaries parse with. Go's forms (--name=value, --name
 // value, one or two dashes), booleans, flags that stop parsing, positional arguments, "--", the
 // error wording that quotes the flag as typed, and the --help layout.
-#include <catch2/catch.hpp>
+#include "base/flags/flags.h"
 
+#include <catch2/catch.hpp>
 #include <string>
 #include <vector>
-
-#include "base/flags/flags.h"
 
 namespace {
 

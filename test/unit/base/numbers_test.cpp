@@ -1,12 +1,11 @@
 // lib/base/text/numbers.h: parse_non_negative, the strict parser behind topology dims, index
 // labels and google.com/tpu quantities (docs/spec.md M2: digits only, no signs or spaces).
-#include <catch2/catch.hpp>
+#include "base/text/numbers.h"
 
+#include <catch2/catch.hpp>
 #include <cstdint>
 #include <optional>
 #include <string>
-
-#include "base/text/numbers.h"
 
 TEST_CASE("M2: parse_non_negative accepts digits only", "[topology][numbers]") {
   SECTION("good rows") {
@@ -36,8 +35,8 @@ TEST_CASE("M2: parse_non_negative accepts digits only", "[topology][numbers]") {
         {"0x10", INT64_MAX},
         {"1,000", INT64_MAX},
         {"4Gi", INT64_MAX},
-        {"\xd9\xa1", INT64_MAX},                // Arabic-Indic digit one
-        {"9223372036854775808", INT64_MAX},     // INT64_MAX + 1
+        {"\xd9\xa1", INT64_MAX},             // Arabic-Indic digit one
+        {"9223372036854775808", INT64_MAX},  // INT64_MAX + 1
         {"99999999999999999999999", INT64_MAX},
         {"1025", 1024},  // over max
         {"1", 0},

@@ -1,15 +1,16 @@
 // webhook-dryrun end to end, in-process: the GKE tutorial golden, output formats, exit codes and
 // the bad-input battery (exit 2, one line on stderr, nothing on stdout).
-#include <catch2/catch.hpp>
+#include "dryrun/cli.h"
 
-#include <filesystem>
-#include <set>
 #include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "base/encoding/base64.h"
-#include "dryrun/cli.h"
 #include "dryrun/documents.h"
 #include "support/flag_docs.h"
 #include "support/test_support.h"
@@ -118,7 +119,8 @@ TEST_CASE("a RayCluster prints the slice table by default", "[dryrun][cli]") {
   Run r = run({fixture("gke-tutorial/ray-cluster.tpu-v6e-multihost.yaml")});
   CHECK(r.code == 0);
   CHECK(r.err.empty());
-  CHECK_THAT(r.out, Catch::StartsWith("RayCluster default/ray-torchtpu-cluster: admitted; 4 worker Pod(s)"));
+  CHECK_THAT(r.out, Catch::StartsWith(
+                        "RayCluster default/ray-torchtpu-cluster: admitted; 4 worker Pod(s)"));
   CHECK(line_count(r.out) == 6);  // summary, header, 4 Pods
   CHECK_THAT(r.out, Catch::Contains("v6e-16-0-3.ray-torchtpu-cluster-headless") &&
                         Catch::Contains("v6e-16-0-0.ray-torchtpu-cluster-headless:8471"));
@@ -159,7 +161,8 @@ TEST_CASE("stdin, multi-document YAML and Lists are read item by item", "[dryrun
   Run r = run({"-o", "patch", "-"}, multi);
   CHECK(r.code == 0);
   CHECK(line_count(r.out) > 10);
-  json list = {{"apiVersion", "v1"}, {"kind", "List"},
+  json list = {{"apiVersion", "v1"},
+               {"kind", "List"},
                {"items", json::array({json::parse(pod), json::parse(pod)})}};
   Run l = run({"-o", "table", "-"}, list.dump());
   CHECK(l.code == 0);
@@ -190,7 +193,8 @@ TEST_CASE("an AdmissionReview prints its response; unreadable ones exit 2", "[dr
 TEST_CASE("a denied RayCluster prints why and exits 1", "[dryrun][cli]") {
   Run r = run({fixture("rayclusters/invalid/num-of-hosts-mismatch.yaml")});
   CHECK(r.code == 1);
-  CHECK_THAT(r.out, Catch::Contains("Number of workers in worker group not equal to specified topology"));
+  CHECK_THAT(r.out,
+             Catch::Contains("Number of workers in worker group not equal to specified topology"));
   Run review = run({"-o", "review", fixture("rayclusters/invalid/num-of-hosts-mismatch.yaml")});
   CHECK(review.code == 1);
   CHECK(json::parse(review.out)["response"]["allowed"] == false);
@@ -200,7 +204,8 @@ TEST_CASE("a denied RayCluster prints why and exits 1", "[dryrun][cli]") {
   CHECK(line_count(as_json.err) == 1);
 }
 
-TEST_CASE("existing Pods (--existing) feed legacy placement, before or after the inputs (M3.3)", "[dryrun][cli]") {
+TEST_CASE("existing Pods (--existing) feed legacy placement, before or after the inputs (M3.3)",
+          "[dryrun][cli]") {
   std::string cluster = fixture("admission/legacy-gap.cluster.yaml");
   std::string pod = fixture("pods/v6e-16-multihost-worker-no-indexing.json");
   for (const auto& args : {std::vector<std::string>{"--existing", cluster, "-o", "json", pod},
@@ -231,14 +236,15 @@ TEST_CASE("existing Pods (--existing) feed legacy placement, before or after the
 
 TEST_CASE("namespace-less --existing Pods are in -n's namespace, as the inputs are (M3.3)",
           "[dryrun][cli]") {
-  json existing = dryrun::parse_documents(
-                      testing::read_text(fixture("admission/legacy-gap.cluster.yaml")))
-                      ->front();
+  json existing =
+      dryrun::parse_documents(testing::read_text(fixture("admission/legacy-gap.cluster.yaml")))
+          ->front();
   for (json& p : existing["items"]) {
     p["metadata"].erase("namespace");
   }
   TempFile f(existing.dump(), ".json");
-  json pod = json::parse(testing::read_text(fixture("pods/v6e-16-multihost-worker-no-indexing.json")));
+  json pod =
+      json::parse(testing::read_text(fixture("pods/v6e-16-multihost-worker-no-indexing.json")));
   pod["metadata"].erase("namespace");
   TempFile input(pod.dump(), ".json");
   // Both in "team": the existing Pods hold hosts 0, 1 and 3, so the new Pod takes the gap.
@@ -265,8 +271,9 @@ TEST_CASE("flags shared with the server change the answer", "[dryrun][cli]") {
                "--kuberay-version=v1.3.0", fixture("pods/v6e-16-multihost-worker-indexed.json")});
   REQUIRE(r.code == 0);
   json pod = json::parse(r.out);
-  CHECK_THAT(testing::env_of(pod, "TORCH_TPU_SLICEBUILDER_ADDRESSES"),
-             Catch::StartsWith("tpu-group-0-0.raycluster-tpu-v6e-multihost-headless-worker-svc:9000,"));
+  CHECK_THAT(
+      testing::env_of(pod, "TORCH_TPU_SLICEBUILDER_ADDRESSES"),
+      Catch::StartsWith("tpu-group-0-0.raycluster-tpu-v6e-multihost-headless-worker-svc:9000,"));
   CHECK(testing::env_of(pod, "TPU_DEVICE_PLUGIN_ADDR") == "$(TPU_DEVICE_PLUGIN_HOST_IP):3000");
 }
 
@@ -357,35 +364,39 @@ TEST_CASE("bad usage and unreadable input: exit 2, one line on stderr naming the
   TempFile existing_wrong("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n");
   std::string missing = (fs::temp_directory_path() / "webhook-dryrun-no-such-file.yaml").string();
   std::string rc_text = testing::read_text(fixture("rayclusters/valid/subslice-2x4-of-4x4.yaml"));
-  TempFile nameless(std::string(rc_text).replace(rc_text.find("name: ray-torchtpu-cluster"), 4,
-                                                 "nam"));
-  TempFile groupless(std::string(rc_text).replace(rc_text.find("groupName: v6e-16"), 17, "groupName: ''"));
-  auto [name, args, message] = GENERATE_COPY(table<std::string, std::vector<std::string>, std::string>({
-      {"empty file", {empty.path()}, "empty input"},
-      {"truncated JSON", {truncated.path()}, "not valid JSON"},
-      {"broken YAML", {broken.path()}, "not valid YAML"},
-      {"binary", {binary.path()}, "binary data"},
-      {"200k-deep JSON nesting", {deep.path()}, "deeper than"},
-      {"200k-deep YAML nesting", {deep_yaml.path()}, "deeper than"},
-      {"wrong kind", {wrong_kind.path()}, "kind Deployment is not supported"},
-      {"scalar document", {scalar.path()}, "is not a Kubernetes object"},
-      {"no kind", {no_kind.path()}, "has no kind"},
-      {"List of scalars", {bad_list.path()}, "item 1"},
-      {"missing file", {missing}, "cannot open"},
-      {"no input", {}, "no input file"},
-      {"unknown flag", {"--frobnicate", rc.path()}, "unknown flag --frobnicate"},
-      {"bad output", {"-o", "xml", rc.path()}, "-o xml"},
-      {"flag without value", {rc.path(), "--existing"}, "--existing needs a value"},
-      {"bad indexing", {"--kuberay-indexing=maybe", rc.path()}, "on or off"},
-      {"bad port", {"--tpu-process-port-base=70000", rc.path()}, "port number"},
-      {"bad version", {"--kuberay-version=latest", rc.path()}, "MAJOR.MINOR"},
-      {"patch of a RayCluster", {"-o", "patch", rc.path()}, "-o patch applies to Pods"},
-      {"existing of wrong kind", {"--existing", existing_wrong.path(), rc.path()}, "kind ConfigMap"},
-      {"existing missing", {"--existing", missing, rc.path()}, "cannot open"},
-      {"RayCluster without a name (found by fuzzing)", {nameless.path()}, "no metadata.name"},
-      {"worker group without a name", {groupless.path()}, "has no groupName"},
-      {"a good input before a bad one", {rc.path(), wrong_kind.path()}, "kind Deployment"},
-  }));
+  TempFile nameless(
+      std::string(rc_text).replace(rc_text.find("name: ray-torchtpu-cluster"), 4, "nam"));
+  TempFile groupless(
+      std::string(rc_text).replace(rc_text.find("groupName: v6e-16"), 17, "groupName: ''"));
+  auto [name, args, message] =
+      GENERATE_COPY(table<std::string, std::vector<std::string>, std::string>({
+          {"empty file", {empty.path()}, "empty input"},
+          {"truncated JSON", {truncated.path()}, "not valid JSON"},
+          {"broken YAML", {broken.path()}, "not valid YAML"},
+          {"binary", {binary.path()}, "binary data"},
+          {"200k-deep JSON nesting", {deep.path()}, "deeper than"},
+          {"200k-deep YAML nesting", {deep_yaml.path()}, "deeper than"},
+          {"wrong kind", {wrong_kind.path()}, "kind Deployment is not supported"},
+          {"scalar document", {scalar.path()}, "is not a Kubernetes object"},
+          {"no kind", {no_kind.path()}, "has no kind"},
+          {"List of scalars", {bad_list.path()}, "item 1"},
+          {"missing file", {missing}, "cannot open"},
+          {"no input", {}, "no input file"},
+          {"unknown flag", {"--frobnicate", rc.path()}, "unknown flag --frobnicate"},
+          {"bad output", {"-o", "xml", rc.path()}, "-o xml"},
+          {"flag without value", {rc.path(), "--existing"}, "--existing needs a value"},
+          {"bad indexing", {"--kuberay-indexing=maybe", rc.path()}, "on or off"},
+          {"bad port", {"--tpu-process-port-base=70000", rc.path()}, "port number"},
+          {"bad version", {"--kuberay-version=latest", rc.path()}, "MAJOR.MINOR"},
+          {"patch of a RayCluster", {"-o", "patch", rc.path()}, "-o patch applies to Pods"},
+          {"existing of wrong kind",
+           {"--existing", existing_wrong.path(), rc.path()},
+           "kind ConfigMap"},
+          {"existing missing", {"--existing", missing, rc.path()}, "cannot open"},
+          {"RayCluster without a name (found by fuzzing)", {nameless.path()}, "no metadata.name"},
+          {"worker group without a name", {groupless.path()}, "has no groupName"},
+          {"a good input before a bad one", {rc.path(), wrong_kind.path()}, "kind Deployment"},
+      }));
   CAPTURE(name);
   Run r = run(args);
   CHECK(r.code == 2);
@@ -394,8 +405,10 @@ TEST_CASE("bad usage and unreadable input: exit 2, one line on stderr naming the
   CHECK_THAT(r.err, Catch::StartsWith("webhook-dryrun: ") && Catch::Contains(message));
 }
 
-TEST_CASE("legacy placement in one run: a dry run reserves nothing, a placement is seen by the "
-          "next input (M3.3)", "[dryrun][cli]") {
+TEST_CASE(
+    "legacy placement in one run: a dry run reserves nothing, a placement is seen by the "
+    "next input (M3.3)",
+    "[dryrun][cli]") {
   std::string dry = fixture("admission/legacy-dry-run.json");  // dryRun: true, label-less
   std::string pod = fixture("pods/v6e-16-multihost-worker-no-indexing.json");  // same group
   Run r = run({"-o", "json", dry, pod, dry, pod});

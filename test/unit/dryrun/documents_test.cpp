@@ -1,7 +1,7 @@
 // webhook-dryrun's input reader: YAML typed as kubectl types it, JSON, and bounded inputs.
-#include <catch2/catch.hpp>
-
 #include "dryrun/documents.h"
+
+#include <catch2/catch.hpp>
 
 using nlohmann::json;
 
@@ -76,7 +76,8 @@ TEST_CASE("reads_back_as_string tells which strings need quotes in YAML", "[dryr
   }
 }
 
-TEST_CASE("bad inputs are refused with a clear message, never a crash", "[dryrun][documents][bounds]") {
+TEST_CASE("bad inputs are refused with a clear message, never a crash",
+          "[dryrun][documents][bounds]") {
   std::string deep_flow(200'000, '[');
   std::string deep_json = "{\"a\":" + std::string(200'000, '[');
   std::string deep_block;
@@ -97,7 +98,11 @@ TEST_CASE("bad inputs are refused with a clear message, never a crash", "[dryrun
       {"truncated JSON", "{\"kind\": \"Pod\", \"metadata\": {", "not valid JSON: line 1"},
       {"broken YAML", "kind: Pod\nmetadata: [unclosed\n", "not valid YAML: line"},
       {"tab indentation", "a:\n\t- b\n", "not valid YAML"},
-      {"binary", std::string("\x7f" "ELF\x02\x01\x01\0\0\0", 10), "binary data"},
+      {"binary",
+       std::string("\x7f"
+                   "ELF\x02\x01\x01\0\0\0",
+                   10),
+       "binary data"},
       {"200k-deep flow nesting", deep_flow, "deeper than"},
       {"200k-deep JSON", deep_json, "deeper than 100"},
       {"150-deep block nesting", deep_block, "deeper than 100"},
@@ -106,7 +111,8 @@ TEST_CASE("bad inputs are refused with a clear message, never a crash", "[dryrun
       // Found by fuzz/documents_fuzz: yaml-cpp 0.7's LoadAll repeats one document forever.
       {"yaml-cpp endless document", " \"Pod\",\n  \"a\"adata\":Ve {\n   ", "cannot be parsed"},
       // Found by fuzz/documents_fuzz: invalid UTF-8 made json::dump throw in a denial message.
-      {"invalid UTF-8", "kind: Pod\nmetadata:\n  name: \"a\x9f\"\n", "not UTF-8 text (an invalid byte at offset 30)"},
+      {"invalid UTF-8", "kind: Pod\nmetadata:\n  name: \"a\x9f\"\n",
+       "not UTF-8 text (an invalid byte at offset 30)"},
       {"overlong UTF-8", "a: \xc0\xaf\n", "offset 3"},
       {"UTF-16 surrogate", "a: \xed\xa0\x80\n", "offset 3"},
       {"recursive alias", "a: &x [1, *x]\n", "not valid YAML"},

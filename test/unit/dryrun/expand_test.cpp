@@ -1,8 +1,9 @@
 // RayCluster -> the worker Pods KubeRay would create (docs/dryrun.md "A RayCluster").
+#include "dryrun/expand.h"
+
 #include <catch2/catch.hpp>
 
 #include "dryrun/documents.h"
-#include "dryrun/expand.h"
 #include "support/test_support.h"
 
 using testing::json;
@@ -41,7 +42,8 @@ TEST_CASE("expand_workers shapes Pods as KubeRay does, in creation order", "[dry
     CHECK(md["ownerReferences"][0]["kind"] == "RayCluster");
     const json& c = w.pod["spec"]["containers"][0];
     CHECK(c["resources"]["limits"]["google.com/tpu"] == "4");
-    CHECK(testing::env_of(w.pod, "FQ_RAY_IP") == "ray-torchtpu-cluster-head-svc.default.svc.cluster.local");
+    CHECK(testing::env_of(w.pod, "FQ_RAY_IP") ==
+          "ray-torchtpu-cluster-head-svc.default.svc.cluster.local");
     CHECK(w.pod["spec"]["initContainers"].back()["name"] == "wait-gcs-ready");
     CHECK(w.pod["spec"]["nodeSelector"]["cloud.google.com/gke-tpu-topology"] == "4x4");
   }
@@ -54,9 +56,12 @@ TEST_CASE("expand_workers: replicas x numOfHosts, clamped, suspended groups crea
           "[dryrun][expand]") {
   json rc = load_cluster("gke-tutorial/ray-cluster.tpu-v6e-multihost.yaml");
   json& g = rc["spec"]["workerGroupSpecs"][0];
-  auto [replicas, min, max, suspend, want] = GENERATE(table<int, int, int, bool, int>({
-      {1, 0, 5, false, 4}, {3, 0, 5, false, 12}, {9, 0, 2, false, 8}, {0, 2, 5, false, 8},
-      {2, 0, 5, true, 0}}));
+  auto [replicas, min, max, suspend, want] =
+      GENERATE(table<int, int, int, bool, int>({{1, 0, 5, false, 4},
+                                                {3, 0, 5, false, 12},
+                                                {9, 0, 2, false, 8},
+                                                {0, 2, 5, false, 8},
+                                                {2, 0, 5, true, 0}}));
   g["replicas"] = replicas;
   g["minReplicas"] = min;
   g["maxReplicas"] = max;
@@ -65,7 +70,8 @@ TEST_CASE("expand_workers: replicas x numOfHosts, clamped, suspended groups crea
   CHECK(dryrun::expand_workers(rc, {})->size() == static_cast<std::size_t>(want));
 }
 
-TEST_CASE("expand_workers without KubeRay indexing creates only the missing Pods", "[dryrun][expand]") {
+TEST_CASE("expand_workers without KubeRay indexing creates only the missing Pods",
+          "[dryrun][expand]") {
   json rc = load_cluster("gke-tutorial/ray-cluster.tpu-v6e-multihost.yaml");
   dryrun::ExpandOptions o;
   o.indexing = false;

@@ -3,9 +3,8 @@
 // view of the Pods.
 #include "kube/claims.h"
 
-#include <catch2/catch.hpp>
-
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <set>
 #include <thread>
 
@@ -27,8 +26,7 @@ const GroupKey kKey{"default", "rc", "tpu-group"};
 struct Replica {
   Replica(FakeApiServer& api, kube::Clock& clock, std::string name,
           kube::ClaimStoreOptions options = {})
-      : client(kube::ApiClient::create(testing::loopback_config(api.port())).value()),
-        pods(clock) {
+      : client(kube::ApiClient::create(testing::loopback_config(api.port())).value()), pods(clock) {
     options.ns = "ray-system";
     options.holder = std::move(name);
     pods.replace({});
@@ -50,7 +48,6 @@ struct Replica {
   std::unique_ptr<kube::ClaimStore> store;
 };
 
-
 kube::WallTime at(int seconds) {
   return kube::WallTime(std::chrono::seconds(1'800'000'000 + seconds));
 }
@@ -63,11 +60,9 @@ TEST_CASE("claim_object_name: a valid object name, one per group, from the group
   CHECK(a.starts_with("kuberay-tpu-slots-"));
   CHECK(a.size() == std::string("kuberay-tpu-slots-").size() + 24);
   CHECK(a.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") == std::string::npos);
-  std::set<std::string> names{a,
-                              kube::claim_object_name({"ns", "rc", "h"}),
-                              kube::claim_object_name({"ns", "rcg", ""}),
-                              kube::claim_object_name({"ns2", "rc", "g"}),
-                              kube::claim_object_name({"ns", "r", "cg"})};
+  std::set<std::string> names{
+      a, kube::claim_object_name({"ns", "rc", "h"}), kube::claim_object_name({"ns", "rcg", ""}),
+      kube::claim_object_name({"ns2", "rc", "g"}), kube::claim_object_name({"ns", "r", "cg"})};
   CHECK(names.size() == 5);
   // A group name that is no DNS label still gives a valid name.
   std::string odd = kube::claim_object_name({"ns", "rc", "V6E_16 group"});
@@ -108,7 +103,8 @@ TEST_CASE("decode_claims refuses malformed claims, naming what is wrong") {
   }
 }
 
-TEST_CASE("The webhook's namespace: POD_NAMESPACE, else the service account's file, else --namespace") {
+TEST_CASE(
+    "The webhook's namespace: POD_NAMESPACE, else the service account's file, else --namespace") {
   testing::TempDir dir;
   std::map<std::string, std::string> vars;
   kube::EnvLookup env = [&](const std::string& k) -> std::optional<std::string> {
@@ -119,7 +115,8 @@ TEST_CASE("The webhook's namespace: POD_NAMESPACE, else the service account's fi
   webhook::Result<kube::NamespaceSource> none = kube::webhook_namespace(env, sa, "");
   REQUIRE_FALSE(none.has_value());
   CHECK(none.error().code == webhook::ErrorCode::kFailedPrecondition);
-  CHECK_THAT(none.error().message, Catch::Contains("POD_NAMESPACE") && Catch::Contains("--namespace"));
+  CHECK_THAT(none.error().message,
+             Catch::Contains("POD_NAMESPACE") && Catch::Contains("--namespace"));
 
   CHECK(kube::webhook_namespace(env, sa, "flagged").value().ns == "flagged");
   CHECK(kube::webhook_namespace(env, sa, "flagged").value().origin == "--namespace");
@@ -184,7 +181,8 @@ TEST_CASE("M3.3: three replicas placing 64 Pods of one group concurrently give e
   CHECK(api.write_attempts("leases") == static_cast<int>(64 + conflicts));
 }
 
-TEST_CASE("M3.3: a claim stops counting once the watch shows its Pod; a deleted Pod's slot is reused") {
+TEST_CASE(
+    "M3.3: a claim stops counting once the watch shows its Pod; a deleted Pod's slot is reused") {
   FakeApiServer api({});
   FakeClock clock;
   Replica a(api, clock, "webhook-a");
@@ -202,7 +200,8 @@ TEST_CASE("M3.3: a claim stops counting once the watch shows its Pod; a deleted 
   CHECK(testing::lease_claims(api).size() == 2);
 }
 
-TEST_CASE("M3.3: an old and a new claim on one slot take it once for a replica that saw neither Pod") {
+TEST_CASE(
+    "M3.3: an old and a new claim on one slot take it once for a replica that saw neither Pod") {
   FakeApiServer api({});
   FakeClock clock;
   Replica a(api, clock, "webhook-a");
@@ -239,7 +238,8 @@ TEST_CASE("M3.3: injected 409s and 500s are retried within the budget; a dry run
   CHECK(testing::lease_claims(api).size() == 2);
 }
 
-TEST_CASE("M3.3: when no claim can be written within the budget, the denial is retryable and says why") {
+TEST_CASE(
+    "M3.3: when no claim can be written within the budget, the denial is retryable and says why") {
   FakeApiServer api({});
   FakeClock clock;
   kube::ClaimStoreOptions o;
@@ -252,8 +252,7 @@ TEST_CASE("M3.3: when no claim can be written within the budget, the denial is r
     REQUIRE_FALSE(s.has_value());
     CHECK(s.error().code == webhook::ErrorCode::kUnavailable);
     CHECK_THAT(s.error().message, Catch::Contains("within --claim-timeout (3000ms)") &&
-                                      Catch::Contains("HTTP 500") &&
-                                      Catch::Contains("retryable") &&
+                                      Catch::Contains("HTTP 500") && Catch::Contains("retryable") &&
                                       Catch::Contains(kube::claim_object_name(kKey)));
     CHECK(a.store->stats().denied == 1);
   }
@@ -304,7 +303,7 @@ TEST_CASE("M3.3: a replica whose Pod watch is down or not yet synced denies inst
   Replica a(api, clock, "webhook-a");
   a.pods.set_watch_connected(false);
   CHECK(a.place().value() == Slot{0, 0});  // a reconnect gap: the claims cover it
-  clock.advance(std::chrono::seconds(6));   // more than half the 10 s TTL
+  clock.advance(std::chrono::seconds(6));  // more than half the 10 s TTL
   webhook::Result<Slot> s = a.place();
   REQUIRE_FALSE(s.has_value());
   CHECK(s.error().code == webhook::ErrorCode::kUnavailable);
@@ -322,7 +321,8 @@ TEST_CASE("M3.3: a replica whose Pod watch is down or not yet synced denies inst
   CHECK_THAT(starting.error().message, Catch::Contains("is starting"));
 }
 
-TEST_CASE("M3.3: a Lease holding undecodable claims denies its group until the janitor deletes it") {
+TEST_CASE(
+    "M3.3: a Lease holding undecodable claims denies its group until the janitor deletes it") {
   FakeApiServer api({});
   FakeClock clock;
   Replica a(api, clock, "webhook-a");
@@ -340,8 +340,8 @@ TEST_CASE("M3.3: a Lease holding undecodable claims denies its group until the j
   webhook::Result<Slot> s = a.place();
   REQUIRE_FALSE(s.has_value());
   CHECK(s.error().code == webhook::ErrorCode::kUnavailable);
-  CHECK_THAT(s.error().message, Catch::Contains("does not hold valid claims") &&
-                                    Catch::Contains("delete it by hand"));
+  CHECK_THAT(s.error().message,
+             Catch::Contains("does not hold valid claims") && Catch::Contains("delete it by hand"));
   REQUIRE(a.store->sweep());
   CHECK(api.objects("leases").empty());
   CHECK(a.place().value() == Slot{0, 0});

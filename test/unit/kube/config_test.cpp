@@ -1,7 +1,6 @@
 #include "kube/config.h"
 
 #include <catch2/catch.hpp>
-
 #include <filesystem>
 #include <map>
 
@@ -11,16 +10,18 @@
 using testing::TempDir;
 
 TEST_CASE("parse_server_url splits scheme, host, port and path") {
-  auto [url, https, host, port, path] = GENERATE(table<std::string, bool, std::string, int, std::string>({
-      {"https://10.0.0.1", true, "10.0.0.1", 443, ""},
-      {"https://10.0.0.1:6443", true, "10.0.0.1", 6443, ""},
-      {"https://api.example.com:8443/k8s/clusters/c-1/", true, "api.example.com", 8443, "/k8s/clusters/c-1"},
-      {"https://[fd00::1]:443", true, "fd00::1", 443, ""},
-      {"https://[::1]", true, "::1", 443, ""},
-      {"http://127.0.0.1:8001", false, "127.0.0.1", 8001, ""},
-      {"http://localhost:8001", false, "localhost", 8001, ""},
-      {"http://[::1]:8001", false, "::1", 8001, ""},
-  }));
+  auto [url, https, host, port, path] =
+      GENERATE(table<std::string, bool, std::string, int, std::string>({
+          {"https://10.0.0.1", true, "10.0.0.1", 443, ""},
+          {"https://10.0.0.1:6443", true, "10.0.0.1", 6443, ""},
+          {"https://api.example.com:8443/k8s/clusters/c-1/", true, "api.example.com", 8443,
+           "/k8s/clusters/c-1"},
+          {"https://[fd00::1]:443", true, "fd00::1", 443, ""},
+          {"https://[::1]", true, "::1", 443, ""},
+          {"http://127.0.0.1:8001", false, "127.0.0.1", 8001, ""},
+          {"http://localhost:8001", false, "localhost", 8001, ""},
+          {"http://[::1]:8001", false, "::1", 8001, ""},
+      }));
   CAPTURE(url);
   kube::ClusterConfig c;
   REQUIRE(kube::parse_server_url(url, c).ok());
@@ -52,8 +53,8 @@ TEST_CASE("in-cluster config reads the service account and KUBERNETES_SERVICE_*"
   TempDir dir;
   dir.write("ca.crt", "CA PEM");
   dir.write("token", "tok-1\n");
-  auto [host, expect] = GENERATE(table<std::string, std::string>({
-      {"10.96.0.1", "10.96.0.1"}, {"fd00:10:96::1", "fd00:10:96::1"}, {"[fd00::1]", "fd00::1"}}));
+  auto [host, expect] = GENERATE(table<std::string, std::string>(
+      {{"10.96.0.1", "10.96.0.1"}, {"fd00:10:96::1", "fd00:10:96::1"}, {"[fd00::1]", "fd00::1"}}));
   std::map<std::string, std::string> env = {{"KUBERNETES_SERVICE_HOST", host},
                                             {"KUBERNETES_SERVICE_PORT", "443"}};
   auto lookup = [&](const std::string& k) -> std::optional<std::string> {
@@ -76,8 +77,8 @@ TEST_CASE("in-cluster config says what is missing outside a Pod") {
   auto none = [](const std::string&) -> std::optional<std::string> { return std::nullopt; };
   webhook::Result<kube::ClusterConfig> c = kube::in_cluster_config(none, dir.path.string());
   REQUIRE_FALSE(c.has_value());
-  CHECK_THAT(c.error().message, Catch::Contains("KUBERNETES_SERVICE_HOST") &&
-                                    Catch::Contains("--kube-config-path"));
+  CHECK_THAT(c.error().message,
+             Catch::Contains("KUBERNETES_SERVICE_HOST") && Catch::Contains("--kube-config-path"));
   auto env = [](const std::string& k) -> std::optional<std::string> {
     return k == "KUBERNETES_SERVICE_HOST" ? "10.0.0.1" : "443";
   };
@@ -97,7 +98,8 @@ std::string kubeconfig(const std::string& cluster, const std::string& user,
   return "apiVersion: v1\nkind: Config\ncurrent-context: " + current +
          "\ncontexts:\n- name: other\n  context: {cluster: nowhere, user: nobody}\n"
          "- name: dev\n  context:\n    cluster: c1\n    user: u1\n    namespace: ray\n"
-         "clusters:\n- name: c1\n  cluster:\n" + cluster + "users:\n- name: u1\n  user:\n" + user;
+         "clusters:\n- name: c1\n  cluster:\n" +
+         cluster + "users:\n- name: u1\n  user:\n" + user;
 }
 
 }  // namespace
@@ -110,9 +112,10 @@ TEST_CASE("kubeconfig: the current context's server, CA and credentials") {
   dir.write("token.txt", "file-token\n");
 
   SECTION("CA file (relative to the kubeconfig), token") {
-    std::string path = dir.write("config", kubeconfig(
-        "    server: https://[fd00::1]:6443\n    certificate-authority: ca.pem\n",
-        "    token: abc.def\n"));
+    std::string path = dir.write(
+        "config",
+        kubeconfig("    server: https://[fd00::1]:6443\n    certificate-authority: ca.pem\n",
+                   "    token: abc.def\n"));
     webhook::Result<kube::ClusterConfig> c = kube::kubeconfig_config(path);
     REQUIRE(c.has_value());
     CHECK(c->host == "fd00::1");
@@ -123,12 +126,15 @@ TEST_CASE("kubeconfig: the current context's server, CA and credentials") {
     CHECK_THAT(c->origin, Catch::Contains("context \"dev\""));
   }
   SECTION("inline data wins over files; client certificate and key; tokenFile") {
-    std::string path = dir.write("config", kubeconfig(
-        "    server: https://k8s.example:443/prefix\n"
-        "    certificate-authority-data: " + webhook::base64_encode("CA DATA") + "\n"
-        "    certificate-authority: ca.pem\n",
-        "    client-certificate-data: " + webhook::base64_encode("CERT DATA") + "\n"
-        "    client-key: client.key\n    tokenFile: token.txt\n"));
+    std::string path = dir.write(
+        "config", kubeconfig("    server: https://k8s.example:443/prefix\n"
+                             "    certificate-authority-data: " +
+                                 webhook::base64_encode("CA DATA") +
+                                 "\n"
+                                 "    certificate-authority: ca.pem\n",
+                             "    client-certificate-data: " + webhook::base64_encode("CERT DATA") +
+                                 "\n"
+                                 "    client-key: client.key\n    tokenFile: token.txt\n"));
     webhook::Result<kube::ClusterConfig> c = kube::kubeconfig_config(path);
     REQUIRE(c.has_value());
     CHECK(c->base_path == "/prefix");
@@ -140,9 +146,10 @@ TEST_CASE("kubeconfig: the current context's server, CA and credentials") {
     CHECK(t.get().value() == "file-token");
   }
   SECTION("kubectl proxy: plain http on loopback, no user") {
-    std::string path = dir.write("config",
-        "current-context: p\ncontexts:\n- name: p\n  context: {cluster: proxy}\n"
-        "clusters:\n- name: proxy\n  cluster: {server: 'http://127.0.0.1:8001'}\n");
+    std::string path =
+        dir.write("config",
+                  "current-context: p\ncontexts:\n- name: p\n  context: {cluster: proxy}\n"
+                  "clusters:\n- name: proxy\n  cluster: {server: 'http://127.0.0.1:8001'}\n");
     webhook::Result<kube::ClusterConfig> c = kube::kubeconfig_config(path);
     REQUIRE(c.has_value());
     CHECK_FALSE(c->https);
@@ -158,14 +165,19 @@ TEST_CASE("kubeconfig: every refusal names the file and the field") {
       {kubeconfig(ca, "    token: t\n", "missing"), "current-context \"missing\" is not among"},
       {kubeconfig(ca, "    token: t\n", "other"), "names cluster \"nowhere\""},
       {kubeconfig(ca, "    token: t\n", ""), "current-context is not set"},
-      {kubeconfig("    server: https://10.0.0.1\n", "    token: t\n"), "neither certificate-authority"},
-      {kubeconfig("    server: https://10.0.0.1\n    insecure-skip-tls-verify: true\n", "    token: t\n"),
+      {kubeconfig("    server: https://10.0.0.1\n", "    token: t\n"),
+       "neither certificate-authority"},
+      {kubeconfig("    server: https://10.0.0.1\n    insecure-skip-tls-verify: true\n",
+                  "    token: t\n"),
        "insecure-skip-tls-verify is not supported"},
-      {kubeconfig(ca, "    exec:\n      command: gke-gcloud-auth-plugin\n"), "exec credential plugins"},
+      {kubeconfig(ca, "    exec:\n      command: gke-gcloud-auth-plugin\n"),
+       "exec credential plugins"},
       {kubeconfig(ca, "    auth-provider: {name: gcp}\n"), "auth-provider credential plugins"},
-      {kubeconfig(ca, "    client-certificate-data: '!!!'\n    client-key-data: eA==\n"), "not valid base64"},
+      {kubeconfig(ca, "    client-certificate-data: '!!!'\n    client-key-data: eA==\n"),
+       "not valid base64"},
       {kubeconfig(ca, "    client-certificate-data: eA==\n"), "one of them is missing"},
-      {kubeconfig("    server: https://10.0.0.1\n    certificate-authority: nope.pem\n", ""), "nope.pem"},
+      {kubeconfig("    server: https://10.0.0.1\n    certificate-authority: nope.pem\n", ""),
+       "nope.pem"},
       {kubeconfig("    certificate-authority: ca.pem\n", ""), "server is not set"},
       {kubeconfig("    server: http://10.0.0.1:8080\n", ""), "not loopback"},
       {std::string("current-context: [unclosed"), "not valid YAML"},

@@ -1,5 +1,7 @@
 #include "fake_apiserver.h"
 
+#include <httplib.h>
+
 #include <algorithm>
 #include <cctype>
 #include <chrono>
@@ -7,8 +9,6 @@
 #include <cstdio>
 #include <ctime>
 #include <stdexcept>
-
-#include <httplib.h>
 
 namespace testing {
 namespace {
@@ -19,11 +19,11 @@ using nlohmann::json;
 struct ResourceInfo {
   std::string kind;
   std::string api_version;
-  std::string group;          // empty: the core group
+  std::string group;  // empty: the core group
   bool namespaced;
-  bool create_on_update;      // a PUT of a missing object creates it
-  bool unconditional_update;  // a PUT without metadata.resourceVersion overwrites
-  bool return_deleted_object; // DELETE answers the object rather than a Status
+  bool create_on_update;       // a PUT of a missing object creates it
+  bool unconditional_update;   // a PUT without metadata.resourceVersion overwrites
+  bool return_deleted_object;  // DELETE answers the object rather than a Status
 };
 
 const ResourceInfo& info_of(const std::string& resource) {
@@ -31,8 +31,8 @@ const ResourceInfo& info_of(const std::string& resource) {
   static const ResourceInfo nodes{"Node", "v1", "", false, false, true, false};
   static const ResourceInfo services{"Service", "v1", "", true, false, true, true};
   // The Lease strategy: AllowCreateOnUpdate true, AllowUnconditionalUpdate false.
-  static const ResourceInfo leases{"Lease", "coordination.k8s.io/v1", "coordination.k8s.io",
-                                   true, true, false, false};
+  static const ResourceInfo leases{
+      "Lease", "coordination.k8s.io/v1", "coordination.k8s.io", true, true, false, false};
   if (resource == "pods") {
     return pods;
   }
@@ -80,8 +80,9 @@ std::string meta_string(const json& object, const char* field) {
 }
 
 json status_body(int code, const std::string& reason, const std::string& message) {
-  return {{"kind", "Status"}, {"apiVersion", "v1"}, {"metadata", json::object()},
-          {"status", "Failure"}, {"message", message}, {"reason", reason}, {"code", code}};
+  return {{"kind", "Status"},    {"apiVersion", "v1"}, {"metadata", json::object()},
+          {"status", "Failure"}, {"message", message}, {"reason", reason},
+          {"code", code}};
 }
 
 void answer_status(httplib::Response& res, int code, const std::string& reason,
@@ -138,17 +139,18 @@ Reply already_exists(const std::string& resource, const std::string& name) {
 }
 
 Reply conflict(const std::string& resource, const std::string& name, const std::string& why) {
-  return failure(409, "Conflict",
-                 "Operation cannot be fulfilled on " + qualified(resource) + " \"" + name +
-                     "\": " + why,
-                 details_of(resource, name));
+  return failure(
+      409, "Conflict",
+      "Operation cannot be fulfilled on " + qualified(resource) + " \"" + name + "\": " + why,
+      details_of(resource, name));
 }
 
 const char* const kOptimisticLock =
     "the object has been modified; please apply your changes to the latest version and try again";
 
-// A 422: one field error. `kind_name` is how the message names the kind ("Lease.coordination.k8s.io"
-// for validation, "leases.coordination.k8s.io" for a missing resourceVersion, as kube does).
+// A 422: one field error. `kind_name` is how the message names the kind
+// ("Lease.coordination.k8s.io" for validation, "leases.coordination.k8s.io" for a missing
+// resourceVersion, as kube does).
 Reply invalid(const std::string& resource, const std::string& kind_name, const std::string& name,
               const std::string& field, const std::string& cause_reason,
               const std::string& detail) {
@@ -238,9 +240,8 @@ std::optional<std::string> normalize_micro_time(const std::string& s) {
   }
   static const int kDays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
   bool leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
-  if (month < 1 || month > 12 || day < 1 ||
-      day > kDays[month - 1] + (month == 2 && leap ? 1 : 0) || hour > 23 || minute > 59 ||
-      second > 59) {
+  if (month < 1 || month > 12 || day < 1 || day > kDays[month - 1] + (month == 2 && leap ? 1 : 0) ||
+      hour > 23 || minute > 59 || second > 59) {
     return std::nullopt;
   }
   int offset_seconds = 0;
@@ -362,8 +363,8 @@ bool is_dns_subdomain(const std::string& name) {
   std::size_t start = 0;
   while (true) {
     std::size_t dot = name.find('.', start);
-    std::string label = name.substr(start, dot == std::string::npos ? std::string::npos
-                                                                    : dot - start);
+    std::string label =
+        name.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     if (label.empty()) {
       return false;
     }
@@ -470,8 +471,8 @@ FieldFilter field_filter(const std::string& selector) {
   std::size_t start = 0;
   while (start < selector.size()) {
     std::size_t comma = selector.find(',', start);
-    std::string term = selector.substr(start, comma == std::string::npos ? std::string::npos
-                                                                         : comma - start);
+    std::string term =
+        selector.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     start = comma == std::string::npos ? selector.size() : comma + 1;
     std::size_t eq = term.find('=');
     if (eq == std::string::npos || (eq > 0 && term[eq - 1] == '!')) {
@@ -497,8 +498,8 @@ bool selector_matches(const std::string& selector, const json* labels) {
   std::size_t start = 0;
   while (start <= selector.size()) {
     std::size_t comma = selector.find(',', start);
-    std::string term = selector.substr(start, comma == std::string::npos ? std::string::npos
-                                                                         : comma - start);
+    std::string term =
+        selector.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     start = comma == std::string::npos ? selector.size() + 1 : comma + 1;
     if (term.empty()) {
       continue;
@@ -623,7 +624,8 @@ void FakeApiServer::record(const std::string& resource, const std::string& type,
 json FakeApiServer::create(const std::string& resource, json object) {
   std::lock_guard lock(mu_);
   json& md = object["metadata"];
-  if (resource != "nodes" && (!md.contains("namespace") || md["namespace"].get<std::string>().empty())) {
+  if (resource != "nodes" &&
+      (!md.contains("namespace") || md["namespace"].get<std::string>().empty())) {
     md["namespace"] = "default";
   }
   if (!md.contains("name") || md["name"].get<std::string>().empty()) {
@@ -897,7 +899,7 @@ void FakeApiServer::serve_list(const std::string& resource, const std::string& p
     const auto& objects = objects_[resource];
     // Keys are namespace/name, so one namespace's objects are one run of the map.
     const std::string prefix = ns.empty() ? "" : ns + "/";
-    auto it = !after.empty() ? objects.upper_bound(after)
+    auto it = !after.empty()   ? objects.upper_bound(after)
               : prefix.empty() ? objects.begin()
                                : objects.lower_bound(prefix);
     for (; !none && it != objects.end(); ++it) {
@@ -924,7 +926,8 @@ void FakeApiServer::serve_list(const std::string& resource, const std::string& p
       R"({"kind":")" + kind_of(resource) + R"(List","apiVersion":")" +
       info_of(resource).api_version + R"(","metadata":)" + metadata.dump() + R"(,"items":[)");
   res.set_chunked_content_provider(
-      "application/json", [head, page, i = std::size_t{0}](std::size_t, httplib::DataSink& sink) mutable {
+      "application/json",
+      [head, page, i = std::size_t{0}](std::size_t, httplib::DataSink& sink) mutable {
         if (i == 0 && !head->empty()) {
           sink.write(head->data(), head->size());
           head->clear();
@@ -964,15 +967,16 @@ void FakeApiServer::serve_watch(const std::string& resource, const std::string& 
   }
   w->token = token;
   w->rv = req.has_param("resourceVersion") ? std::stoll(req.get_param_value("resourceVersion")) : 0;
-  int timeout = req.has_param("timeoutSeconds") ? std::stoi(req.get_param_value("timeoutSeconds"))
-                                                : 1800;
+  int timeout =
+      req.has_param("timeoutSeconds") ? std::stoi(req.get_param_value("timeoutSeconds")) : 1800;
   w->deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout);
   w->server = this;
   {
     std::lock_guard lock(mu_);
     if (options_.gone_as_status && w->rv < compacted_) {
-      answer_status(res, 410, "Expired", "too old resource version: " + std::to_string(w->rv) +
-                                             " (" + std::to_string(compacted_) + ")");
+      answer_status(res, 410, "Expired",
+                    "too old resource version: " + std::to_string(w->rv) + " (" +
+                        std::to_string(compacted_) + ")");
       return;
     }
     w->drop_generation = drop_generation_;
@@ -1029,9 +1033,10 @@ void FakeApiServer::serve_watch(const std::string& resource, const std::string& 
           w->bookmark_generation = bookmark_generation_;
           w->rv = std::max(w->rv, rv_);
           out += json{{"type", "BOOKMARK"},
-                      {"object", {{"kind", kind_of(w->resource)},
-                                  {"apiVersion", info_of(w->resource).api_version},
-                                  {"metadata", {{"resourceVersion", std::to_string(w->rv)}}}}}}
+                      {"object",
+                       {{"kind", kind_of(w->resource)},
+                        {"apiVersion", info_of(w->resource).api_version},
+                        {"metadata", {{"resourceVersion", std::to_string(w->rv)}}}}}}
                      .dump() +
                  "\n";
         }
@@ -1110,7 +1115,7 @@ void FakeApiServer::handle_write(const std::string& resource, const std::string&
     }
     if (reply.status == 409) {
       ++(reply.body.value("reason", "") == "AlreadyExists" ? stats.already_exists
-                                                            : stats.conflicts);
+                                                           : stats.conflicts);
     }
   }
   res.status = reply.status;
@@ -1162,8 +1167,7 @@ FakeApiServer::Reply FakeApiServer::store_new_locked(const std::string& resource
 }
 
 FakeApiServer::Reply FakeApiServer::create_locked(const std::string& resource,
-                                                  const std::string& ns,
-                                                  const std::string& body) {
+                                                  const std::string& ns, const std::string& body) {
   json object = json::parse(body, nullptr, false);
   if (object.is_discarded()) {
     return bad_request("couldn't get version/kind; json parse error: the body is not valid JSON");
@@ -1183,8 +1187,8 @@ FakeApiServer::Reply FakeApiServer::create_locked(const std::string& resource,
   if (name.empty()) {
     std::string base = meta_string(object, "generateName");
     if (base.empty()) {
-      return invalid(resource, qualified_kind(resource), "", "metadata.name",
-                     "FieldValueRequired", "Required value: name or generateName is required");
+      return invalid(resource, qualified_kind(resource), "", "metadata.name", "FieldValueRequired",
+                     "Required value: name or generateName is required");
     }
     name = base.substr(0, 58) + random_suffix_locked();  // 63 characters at most
     md["name"] = name;
@@ -1206,8 +1210,8 @@ FakeApiServer::Reply FakeApiServer::create_locked(const std::string& resource,
 // The checks an update (PUT or the result of a PATCH) passes before it is stored: a
 // resourceVersion where the resource requires one, equal to the stored one; a valid Lease.
 FakeApiServer::Reply FakeApiServer::checked_update_locked(const std::string& resource,
-                                                         bool unconditional, json& stored,
-                                                         const std::string& name, json object) {
+                                                          bool unconditional, json& stored,
+                                                          const std::string& name, json object) {
   std::string rv = meta_string(object, "resourceVersion");
   if (rv.empty() && !unconditional) {
     return invalid(resource, qualified(resource), name, "metadata.resourceVersion",
@@ -1224,8 +1228,8 @@ FakeApiServer::Reply FakeApiServer::checked_update_locked(const std::string& res
   return commit_update_locked(resource, stored, std::move(object));
 }
 
-FakeApiServer::Reply FakeApiServer::commit_update_locked(const std::string& resource,
-                                                         json& stored, json object) {
+FakeApiServer::Reply FakeApiServer::commit_update_locked(const std::string& resource, json& stored,
+                                                         json object) {
   json& md = object["metadata"];
   const json& old = stored["metadata"];
   md["uid"] = old["uid"];
@@ -1245,8 +1249,7 @@ FakeApiServer::Reply FakeApiServer::commit_update_locked(const std::string& reso
 }
 
 FakeApiServer::Reply FakeApiServer::replace_locked(const std::string& resource,
-                                                   const std::string& ns,
-                                                   const std::string& name,
+                                                   const std::string& ns, const std::string& name,
                                                    const std::string& body) {
   const ResourceInfo& info = info_of(resource);
   json object = json::parse(body, nullptr, false);
@@ -1274,9 +1277,9 @@ FakeApiServer::Reply FakeApiServer::replace_locked(const std::string& resource,
       return not_found(resource, name);
     }
     if (!uid.empty()) {
-      return conflict(resource, name,
-                      "Precondition failed: UID in precondition: " + uid +
-                          ", UID in object meta: ");
+      return conflict(
+          resource, name,
+          "Precondition failed: UID in precondition: " + uid + ", UID in object meta: ");
     }
     if (std::optional<Reply> r = validate_name(resource, name)) {
       return *r;
@@ -1291,16 +1294,16 @@ FakeApiServer::Reply FakeApiServer::replace_locked(const std::string& resource,
   }
   std::string stored_uid = meta_string(it->second, "uid");
   if (!uid.empty() && uid != stored_uid) {
-    return conflict(resource, name,
-                    "Precondition failed: UID in precondition: " + uid +
-                        ", UID in object meta: " + stored_uid);
+    return conflict(
+        resource, name,
+        "Precondition failed: UID in precondition: " + uid + ", UID in object meta: " + stored_uid);
   }
   return checked_update_locked(resource, info.unconditional_update, it->second, name,
                                std::move(object));
 }
 
-FakeApiServer::Reply FakeApiServer::patch_locked(const std::string& resource,
-                                                 const std::string& ns, const std::string& name,
+FakeApiServer::Reply FakeApiServer::patch_locked(const std::string& resource, const std::string& ns,
+                                                 const std::string& name,
                                                  const std::string& content_type,
                                                  const std::string& body) {
   const ResourceInfo& info = info_of(resource);
@@ -1348,9 +1351,8 @@ FakeApiServer::Reply FakeApiServer::patch_locked(const std::string& resource,
   std::string uid = meta_string(object, "uid");
   std::string stored_uid = meta_string(it->second, "uid");
   if (!uid.empty() && uid != stored_uid) {
-    return invalid(resource, qualified_kind(resource), name, "metadata.uid",
-                   "FieldValueInvalid", "Invalid value: " + json(uid).dump() +
-                                            ": field is immutable");
+    return invalid(resource, qualified_kind(resource), name, "metadata.uid", "FieldValueInvalid",
+                   "Invalid value: " + json(uid).dump() + ": field is immutable");
   }
   return checked_update_locked(resource, info.unconditional_update, it->second, name,
                                std::move(object));
@@ -1382,10 +1384,10 @@ FakeApiServer::Reply FakeApiServer::delete_locked(const std::string& resource,
     }
     auto rv = pre->find("resourceVersion");
     if (rv != pre->end() && rv->is_string() && rv->get<std::string>() != stored_rv) {
-      return conflict(resource, name,
-                      "Precondition failed: ResourceVersion in precondition: " +
-                          rv->get<std::string>() + ", ResourceVersion in object meta: " +
-                          stored_rv);
+      return conflict(
+          resource, name,
+          "Precondition failed: ResourceVersion in precondition: " + rv->get<std::string>() +
+              ", ResourceVersion in object meta: " + stored_rv);
     }
   }
   json object = std::move(it->second);

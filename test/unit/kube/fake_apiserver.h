@@ -34,6 +34,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
 #include <set>
@@ -41,13 +42,11 @@
 #include <thread>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 namespace httplib {
 class Server;
 struct Request;
 struct Response;
-}
+}  // namespace httplib
 
 namespace testing {
 
@@ -139,9 +138,7 @@ class FakeApiServer {
   WriteStats write_stats(const std::string& resource) const;
   std::map<std::string, WriteStats> write_stats() const;  // every resource written to
   int writes(const std::string& resource) const { return write_stats(resource).writes; }
-  int write_attempts(const std::string& resource) const {
-    return write_stats(resource).attempts;
-  }
+  int write_attempts(const std::string& resource) const { return write_stats(resource).attempts; }
   int creates(const std::string& resource) const { return write_stats(resource).creates; }
   int updates(const std::string& resource) const { return write_stats(resource).updates; }
   int deletes(const std::string& resource) const { return write_stats(resource).deletes; }
@@ -161,19 +158,18 @@ class FakeApiServer {
                    const httplib::Request& req, httplib::Response& res);
   void handle_write(const std::string& resource, const std::string& ns, const std::string& name,
                     const httplib::Request& req, httplib::Response& res);
-  void serve_list(const std::string& resource, const std::string& ns,
-                  const httplib::Request& req, httplib::Response& res);
+  void serve_list(const std::string& resource, const std::string& ns, const httplib::Request& req,
+                  httplib::Response& res);
   void serve_watch(const std::string& resource, const std::string& ns, const std::string& token,
                    const httplib::Request& req, httplib::Response& res);
   // The write verbs, with mu_ held.
-  Reply create_locked(const std::string& resource, const std::string& ns,
-                      const std::string& body);
-  Reply replace_locked(const std::string& resource, const std::string& ns,
-                       const std::string& name, const std::string& body);
+  Reply create_locked(const std::string& resource, const std::string& ns, const std::string& body);
+  Reply replace_locked(const std::string& resource, const std::string& ns, const std::string& name,
+                       const std::string& body);
   Reply patch_locked(const std::string& resource, const std::string& ns, const std::string& name,
                      const std::string& content_type, const std::string& body);
-  Reply delete_locked(const std::string& resource, const std::string& ns,
-                      const std::string& name, const std::string& body);
+  Reply delete_locked(const std::string& resource, const std::string& ns, const std::string& name,
+                      const std::string& body);
   // Stores `object` (already checked) as the new state of an existing object: a new
   // resourceVersion and a MODIFIED event, or nothing when it is unchanged.
   Reply checked_update_locked(const std::string& resource, bool unconditional,
@@ -181,8 +177,7 @@ class FakeApiServer {
                               nlohmann::json object);
   Reply commit_update_locked(const std::string& resource, nlohmann::json& stored,
                              nlohmann::json object);
-  Reply store_new_locked(const std::string& resource, const std::string& ns,
-                         nlohmann::json object);
+  Reply store_new_locked(const std::string& resource, const std::string& ns, nlohmann::json object);
   std::string random_suffix_locked();
   std::string random_uid_locked();
   void record(const std::string& resource, const std::string& type, const nlohmann::json& object);

@@ -2,8 +2,9 @@
 // write semantics for Leases and Pods, watch events, and the faults tests inject.
 #include "fake_apiserver.h"
 
-#include <catch2/catch.hpp>
+#include <httplib.h>
 
+#include <catch2/catch.hpp>
 #include <cctype>
 #include <chrono>
 #include <cstdio>
@@ -11,8 +12,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <httplib.h>
 
 #include "kube_support.h"
 
@@ -109,8 +108,8 @@ json conflict_status(const std::string& name, const std::string& why) {
           {"apiVersion", "v1"},
           {"metadata", json::object()},
           {"status", "Failure"},
-          {"message", "Operation cannot be fulfilled on leases.coordination.k8s.io \"" + name +
-                          "\": " + why},
+          {"message",
+           "Operation cannot be fulfilled on leases.coordination.k8s.io \"" + name + "\": " + why},
           {"reason", "Conflict"},
           {"details", {{"name", name}, {"group", "coordination.k8s.io"}, {"kind", "leases"}}},
           {"code", 409}};
@@ -147,8 +146,9 @@ TEST_CASE("FakeApiServer: a Lease is created once, then read back; a missing one
   CHECK(md["name"] == "leader");
   CHECK(md["namespace"] == "ns1");
   CHECK(std::stoll(rv_of(created.body)) == before + 1);
-  CHECK(std::regex_match(md["uid"].get<std::string>(),
-                         std::regex("[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")));
+  CHECK(std::regex_match(
+      md["uid"].get<std::string>(),
+      std::regex("[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")));
   CHECK(std::regex_match(md["creationTimestamp"].get<std::string>(),
                          std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)")));
   CHECK(created.body["kind"] == "Lease");
@@ -211,7 +211,8 @@ TEST_CASE("FakeApiServer: create checks the body as kube-apiserver does") {
   bad_time["spec"]["renewTime"] = "2025-05-01T10:00:00Z";
   r = c.post(kLeases, bad_time);
   CHECK(r.status == 400);
-  CHECK_THAT(r.body["message"].get<std::string>(), Catch::Contains("2006-01-02T15:04:05.000000Z07:00"));
+  CHECK_THAT(r.body["message"].get<std::string>(),
+             Catch::Contains("2006-01-02T15:04:05.000000Z07:00"));
   json bad_duration = lease("a", "x");
   bad_duration["spec"]["leaseDurationSeconds"] = 0;
   r = c.post(kLeases, bad_duration);
@@ -326,9 +327,9 @@ TEST_CASE("FakeApiServer: PATCH by merge patch and JSON patch, conditional on re
   CHECK(r.body["spec"]["holderIdentity"] == "c");
 
   // RFC 6902: a failed test changes nothing.
-  json test_then_replace = json::array(
-      {{{"op", "test"}, {"path", "/spec/holderIdentity"}, {"value", "a"}},
-       {{"op", "replace"}, {"path", "/spec/holderIdentity"}, {"value", "d"}}});
+  json test_then_replace =
+      json::array({{{"op", "test"}, {"path", "/spec/holderIdentity"}, {"value", "a"}},
+                   {{"op", "replace"}, {"path", "/spec/holderIdentity"}, {"value", "d"}}});
   r = c.patch(path, test_then_replace, "application/json-patch+json");
   CHECK(r.status == 422);
   test_then_replace[0]["value"] = "c";
@@ -358,10 +359,11 @@ TEST_CASE("FakeApiServer: DELETE honours its preconditions and answers a Status"
                 {"preconditions", {{"resourceVersion", rv_of(first)}}}};
   Client::Answer r = c.del(path, stale);
   CHECK(r.status == 409);
-  CHECK(r.body == conflict_status("leader", "Precondition failed: ResourceVersion in "
-                                            "precondition: " + rv_of(first) +
-                                                ", ResourceVersion in object meta: " +
-                                                rv_of(second)));
+  CHECK(r.body ==
+        conflict_status("leader",
+                        "Precondition failed: ResourceVersion in "
+                        "precondition: " +
+                            rv_of(first) + ", ResourceVersion in object meta: " + rv_of(second)));
   json other_uid = {{"preconditions", {{"uid", "not-the-uid"}}}};
   r = c.del(path, other_uid);
   CHECK(r.status == 409);
@@ -369,10 +371,10 @@ TEST_CASE("FakeApiServer: DELETE honours its preconditions and answers a Status"
              Catch::Contains("Precondition failed: UID in precondition: not-the-uid"));
   CHECK(c.get(path).status == 200);
 
-  json fresh = {{"kind", "DeleteOptions"},
-                {"apiVersion", "v1"},
-                {"preconditions",
-                 {{"resourceVersion", rv_of(second)}, {"uid", second["metadata"]["uid"]}}}};
+  json fresh = {
+      {"kind", "DeleteOptions"},
+      {"apiVersion", "v1"},
+      {"preconditions", {{"resourceVersion", rv_of(second)}, {"uid", second["metadata"]["uid"]}}}};
   r = c.del(path, fresh);
   CHECK(r.status == 200);
   CHECK(r.body == json{{"kind", "Status"},
@@ -433,16 +435,16 @@ TEST_CASE("FakeApiServer: a namespaced watch sees a Lease's ADDED, MODIFIED and 
     CHECK(std::stoll(rv_of((*events)[2]["object"])) > std::stoll(rv_of(modified)));
   }
   // Cluster-wide, both namespaces' Leases.
-  std::vector<json> all =
-      c.watch("/apis/coordination.k8s.io/v1/leases?watch=1&timeoutSeconds=5&resourceVersion=" +
-                  from,
-              4);
+  std::vector<json> all = c.watch(
+      "/apis/coordination.k8s.io/v1/leases?watch=1&timeoutSeconds=5&resourceVersion=" + from, 4);
   REQUIRE(all.size() == 4);
   CHECK(all[1]["object"]["metadata"]["namespace"] == "ns2");
   // One object by fieldSelector.
   std::vector<json> one = c.watch(
-      "/apis/coordination.k8s.io/v1/leases?watch=1&timeoutSeconds=5&fieldSelector=metadata.name%3Dleader,"
-      "metadata.namespace%3Dns2&resourceVersion=" + from,
+      "/apis/coordination.k8s.io/v1/"
+      "leases?watch=1&timeoutSeconds=5&fieldSelector=metadata.name%3Dleader,"
+      "metadata.namespace%3Dns2&resourceVersion=" +
+          from,
       1);
   REQUIRE(one.size() == 1);
   CHECK(one[0]["object"]["spec"]["holderIdentity"] == "z");
@@ -452,8 +454,7 @@ TEST_CASE("FakeApiServer: namespaced Pods list by label, page by page, and mix w
   FakeApiServer api({});
   Client c(api);
   for (int i = 0; i < 5; ++i) {
-    REQUIRE(c.post(kPods, pod("p" + std::to_string(i), i % 2 == 0 ? "even" : "odd")).status ==
-            201);
+    REQUIRE(c.post(kPods, pod("p" + std::to_string(i), i % 2 == 0 ? "even" : "odd")).status == 201);
   }
   api.create("pods", pod("elsewhere", "even"));  // namespace "default"
   json helper = api.create("leases", lease("from-helper", "h"));
@@ -469,7 +470,8 @@ TEST_CASE("FakeApiServer: namespaced Pods list by label, page by page, and mix w
   std::vector<std::string> names;
   std::string next;
   do {
-    Client::Answer page = c.get(kPods + "?limit=2" + (next.empty() ? "" : "&continue=" + encode(next)));
+    Client::Answer page =
+        c.get(kPods + "?limit=2" + (next.empty() ? "" : "&continue=" + encode(next)));
     REQUIRE(page.status == 200);
     for (const json& item : page.body["items"]) {
       names.push_back(item["metadata"]["name"]);
@@ -552,9 +554,8 @@ TEST_CASE("FakeApiServer: a partitioned token gets 503 and loses its watches unt
   httplib::Error cut = httplib::Error::Success;
   std::vector<json> seen_by_two;
   std::vector<json> seen_by_one;
-  const std::string watch =
-      kLeases + "?watch=1&timeoutSeconds=10&resourceVersion=" +
-      std::to_string(api.resource_version());
+  const std::string watch = kLeases + "?watch=1&timeoutSeconds=10&resourceVersion=" +
+                            std::to_string(api.resource_version());
   std::thread w2([&] { seen_by_two = Client(api, "t2").watch(watch, 5, &cut); });
   std::thread w1([&] { seen_by_one = Client(api, "t1").watch(watch, 1); });
   REQUIRE(eventually([&] { return api.open_watches() == 2; }, std::chrono::seconds(2)));

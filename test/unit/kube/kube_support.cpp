@@ -1,7 +1,6 @@
 #include "kube_support.h"
 
 #include <catch2/catch.hpp>
-
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -38,8 +37,8 @@ std::string slurp(const std::string& path) {
 }
 
 const json& fixture_pod() {
-  static const json pod =
-      json::parse(slurp(std::string(FIXTURE_DIR) + "/pods/v6e-16-multihost-worker-no-indexing.json"));
+  static const json pod = json::parse(
+      slurp(std::string(FIXTURE_DIR) + "/pods/v6e-16-multihost-worker-no-indexing.json"));
   return pod;
 }
 
@@ -114,17 +113,28 @@ TestPki::TestPki(const TempDir& dir) {
   std::string ext = dir.write("san.ext", "subjectAltName=IP:127.0.0.1,DNS:localhost\n");
   std::string key = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
   std::string script =
-      "set -e; cd '" + d + "'; "
-      "openssl req -x509 " + key + " -keyout ca.key -out ca.crt -days 2 -subj /CN=test-ca; "
-      "openssl req -x509 " + key + " -keyout other.key -out other.crt -days 2 -subj /CN=other-ca; "
-      "openssl req " + key + " -keyout server.key -out server.csr -subj /CN=127.0.0.1; "
+      "set -e; cd '" + d +
+      "'; "
+      "openssl req -x509 " +
+      key +
+      " -keyout ca.key -out ca.crt -days 2 -subj /CN=test-ca; "
+      "openssl req -x509 " +
+      key +
+      " -keyout other.key -out other.crt -days 2 -subj /CN=other-ca; "
+      "openssl req " +
+      key +
+      " -keyout server.key -out server.csr -subj /CN=127.0.0.1; "
       "openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out server.crt "
       "-days 2 -extfile san.ext; "
       "printf 'subjectAltName=DNS:elsewhere.example\\n' > wrong.ext; "
-      "openssl req " + key + " -keyout wrong.key -out wrong.csr -subj /CN=elsewhere.example; "
+      "openssl req " +
+      key +
+      " -keyout wrong.key -out wrong.csr -subj /CN=elsewhere.example; "
       "openssl x509 -req -in wrong.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out wrong.crt "
       "-days 2 -extfile wrong.ext; "
-      "openssl req " + key + " -keyout client.key -out client.csr -subj /CN=webhook/O=test; "
+      "openssl req " +
+      key +
+      " -keyout client.key -out client.csr -subj /CN=webhook/O=test; "
       "openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out client.crt "
       "-days 2";
   std::string cmd = "sh -c \"" + script + "\" >/dev/null 2>&1";
@@ -157,8 +167,9 @@ std::vector<kube::Claim> lease_claims(const FakeApiServer& api) {
   if (leases.empty()) {
     return {};
   }
-  webhook::Result<std::vector<kube::Claim>> claims = kube::decode_claims(
-      leases[0]["metadata"]["annotations"][std::string(kube::kClaimsAnnotation)].get<std::string>());
+  webhook::Result<std::vector<kube::Claim>> claims =
+      kube::decode_claims(leases[0]["metadata"]["annotations"][std::string(kube::kClaimsAnnotation)]
+                              .get<std::string>());
   REQUIRE(claims.has_value());
   return *claims;
 }

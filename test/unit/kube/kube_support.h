@@ -6,9 +6,8 @@
 #include <filesystem>
 #include <functional>
 #include <mutex>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "admission/handler.h"
 #include "kube/claims.h"
@@ -29,11 +28,13 @@ bool eventually(const std::function<bool()>& pred,
 
 // A label-less TPU worker Pod of KubeRay < 1.5 (test/fixtures/pods/...-no-indexing.json) in
 // `cluster`/`group`, with the topology set (v6e, 4 chips per host: "8x8" gives 16 hosts).
-json worker_pod(const std::string& cluster = "raycluster-tpu", const std::string& group = "tpu-group",
-                const std::string& topology = "8x8", const std::string& ns = "default");
+json worker_pod(const std::string& cluster = "raycluster-tpu",
+                const std::string& group = "tpu-group", const std::string& topology = "8x8",
+                const std::string& ns = "default");
 // The same Pod with KubeRay's index labels (replica `r`, host `h`).
 json labelled_worker_pod(int r, int h, const std::string& cluster = "raycluster-tpu",
-                         const std::string& group = "tpu-group", const std::string& topology = "8x8");
+                         const std::string& group = "tpu-group",
+                         const std::string& topology = "8x8");
 
 admission::Request create_request(const json& pod, bool dry_run = false);
 // The Pod after the response's patch (the response must allow it).

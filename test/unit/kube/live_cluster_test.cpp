@@ -3,7 +3,6 @@
 #include "kube/live_cluster.h"
 
 #include <catch2/catch.hpp>
-
 #include <set>
 #include <thread>
 
@@ -64,7 +63,9 @@ json admit_and_create(const Live& live, FakeApiServer& api, const json& pod) {
 
 }  // namespace
 
-TEST_CASE("M3.3: 64 label-less Pods admitted concurrently for 4 replicas x 16 hosts get every slot once") {
+TEST_CASE(
+    "M3.3: 64 label-less Pods admitted concurrently for 4 replicas x 16 hosts get every slot "
+    "once") {
   FakeApiServer api({});
   FakeClock clock;
   Live live(api, clock);
@@ -98,8 +99,7 @@ TEST_CASE("M3.3: 64 label-less Pods admitted concurrently for 4 replicas x 16 ho
   std::vector<json> leases = api.objects("leases");
   REQUIRE(leases.size() == 1);
   CHECK(leases[0]["metadata"]["namespace"] == "ray-system");
-  CHECK(leases[0]["metadata"]["name"] ==
-        kube::claim_object_name({"default", "rc", "tpu-group"}));
+  CHECK(leases[0]["metadata"]["name"] == kube::claim_object_name({"default", "rc", "tpu-group"}));
   CHECK(leases[0]["metadata"]["annotations"]["kuberay-tpu-webhook/group"] ==
         "default/rc/tpu-group");
 
@@ -142,7 +142,8 @@ TEST_CASE("A deleted Pod's slot is reused; a dry run reserves nothing") {
   CHECK(slot_of(live.admit(pod)) == Slot{2, 0});
 }
 
-TEST_CASE("M3.3: a claim whose Pod never appears expires after the TTL; the janitor deletes the Lease") {
+TEST_CASE(
+    "M3.3: a claim whose Pod never appears expires after the TTL; the janitor deletes the Lease") {
   FakeApiServer api({});
   FakeClock clock;
   Live live(api, clock);  // claims live 10 s
@@ -223,8 +224,9 @@ TEST_CASE("A restarted webhook rebuilds its view from the list, page by page or 
   bool saw_selector = false;
   for (const std::string& q : api.queries()) {
     if (q.starts_with("/api/v1/pods?") && q.find("limit=3") != std::string::npos) {
-      saw_selector = q.find("labelSelector=ray.io/node-type=worker,app.kubernetes.io/"
-                            "created-by=kuberay-operator") != std::string::npos;
+      saw_selector = q.find(
+                         "labelSelector=ray.io/node-type=worker,app.kubernetes.io/"
+                         "created-by=kuberay-operator") != std::string::npos;
     }
   }
   CHECK(saw_selector);
@@ -309,7 +311,8 @@ TEST_CASE("Labelled Pods are admitted whatever the API state; label-less ones wa
   auto cluster = kube::LiveCluster::create(testing::loopback_config(dead_port), options).value();
   cluster->start();
   admission::Handler handler({}, cluster->pods(), cluster->nodes(), cluster->services());
-  REQUIRE(eventually([&] { return cluster->reflector("pods")->counters().api_errors.load() >= 2; }));
+  REQUIRE(
+      eventually([&] { return cluster->reflector("pods")->counters().api_errors.load() >= 2; }));
   CHECK_FALSE(cluster->pods_synced());
 
   admission::Response labelled =
@@ -326,7 +329,8 @@ TEST_CASE("Labelled Pods are admitted whatever the API state; label-less ones wa
   cluster->stop();
 }
 
-TEST_CASE("After the API goes away, label-less Pods are denied as retryable, labelled ones admitted") {
+TEST_CASE(
+    "After the API goes away, label-less Pods are denied as retryable, labelled ones admitted") {
   FakeClock clock;
   auto api = std::make_unique<FakeApiServer>(FakeApiServer::Options{});
   auto cluster =
@@ -340,7 +344,8 @@ TEST_CASE("After the API goes away, label-less Pods are denied as retryable, lab
   REQUIRE(eventually([&] { return cluster->registry().stats().pods == 1; }));
 
   api.reset();  // the API server is gone
-  REQUIRE(eventually([&] { return cluster->reflector("pods")->counters().api_errors.load() >= 1; }));
+  REQUIRE(
+      eventually([&] { return cluster->reflector("pods")->counters().api_errors.load() >= 1; }));
   // The claim cannot be written (and, once the watch has been down long enough, the replica no
   // longer trusts its view): the answer says so and that a retry may succeed.
   for (int i = 0; i < 2; ++i) {
@@ -351,8 +356,9 @@ TEST_CASE("After the API goes away, label-less Pods are denied as retryable, lab
     clock.advance(std::chrono::minutes(10));
   }
   CHECK(cluster->claims().stats().denied >= 1);
-  CHECK(handler.mutate(testing::create_request(testing::labelled_worker_pod(0, 0, "rc", "g", "4x4")))
-            .allowed);
+  CHECK(
+      handler.mutate(testing::create_request(testing::labelled_worker_pod(0, 0, "rc", "g", "4x4")))
+          .allowed);
   cluster->stop();
 }
 
@@ -405,7 +411,8 @@ TEST_CASE("Failed requests back off and are retried") {
   CHECK(clock.sleeps() >= 3);
   // Exponential: 0.8s, 1.6s, 3.2s before jitter (which adds up to 100%).
   CHECK(clock.slept() >= std::chrono::milliseconds(800 + 1600 + 3200));
-  CHECK(clock.slept() < std::chrono::milliseconds(2 * (800 + 1600 + 3200)) + std::chrono::seconds(1));
+  CHECK(clock.slept() <
+        std::chrono::milliseconds(2 * (800 + 1600 + 3200)) + std::chrono::seconds(1));
 }
 
 TEST_CASE("Token rotation: the rotated token file is re-read and sent") {
@@ -427,7 +434,8 @@ TEST_CASE("Token rotation: the rotated token file is re-read and sent") {
   std::uint64_t watches = cluster->reflector("pods")->counters().watches.load();
   api.drop_watches();
   REQUIRE(eventually([&] { return api.tokens_seen().contains("token-2"); }));
-  REQUIRE(eventually([&] { return cluster->reflector("pods")->counters().watches.load() > watches; }));
+  REQUIRE(
+      eventually([&] { return cluster->reflector("pods")->counters().watches.load() > watches; }));
   json pod = testing::worker_pod("rc", "g", "4x4");
   pod["metadata"]["labels"]["replicaIndex"] = "g-0";
   pod["spec"]["containers"][0]["env"].push_back({{"name", "TPU_WORKER_ID"}, {"value", "0"}});
@@ -445,22 +453,21 @@ TEST_CASE("Live Nodes decide subslices and the live headless Service names the s
   CHECK(live.cluster->nodes().nodes_matching({}) == std::vector<podpatch::Labels>{});
 
   for (int i = 0; i < 8; ++i) {
-    api.create("nodes",
-               {{"metadata",
-                 {{"name", std::string("node-").append(std::to_string(i))},
-                  {"labels",
-                   {{"cloud.google.com/gke-tpu-accelerator", "tpu-v6e-slice"},
-                    {"cloud.google.com/gke-tpu-topology", "8x8"},
-                    {"cloud.google.com/gce-topology-block", "b1"},
-                    {"cloud.google.com/gce-topology-subblock", i < 4 ? "s1" : "s2"},
-                    {"cloud.google.com/gce-topology-host", std::string("h").append(std::to_string(i))}}}}}});
+    api.create("nodes", {{"metadata",
+                          {{"name", std::string("node-").append(std::to_string(i))},
+                           {"labels",
+                            {{"cloud.google.com/gke-tpu-accelerator", "tpu-v6e-slice"},
+                             {"cloud.google.com/gke-tpu-topology", "8x8"},
+                             {"cloud.google.com/gce-topology-block", "b1"},
+                             {"cloud.google.com/gce-topology-subblock", i < 4 ? "s1" : "s2"},
+                             {"cloud.google.com/gce-topology-host",
+                              std::string("h").append(std::to_string(i))}}}}}});
   }
   api.create("nodes", {{"metadata", {{"name", "cpu-node"}, {"labels", {{"pool", "cpu"}}}}}});
-  api.create("services",
-             {{"metadata",
-               {{"name", "rc-custom-headless"},
-                {"namespace", "default"},
-                {"labels", {{"ray.io/headless-worker-svc", "rc"}}}}}});
+  api.create("services", {{"metadata",
+                           {{"name", "rc-custom-headless"},
+                            {"namespace", "default"},
+                            {"labels", {{"ray.io/headless-worker-svc", "rc"}}}}}});
   REQUIRE(eventually([&] {
     auto n = live.cluster->nodes().nodes_matching({});
     return n && n->size() == 8 && live.cluster->services().headless_service("default", "rc");
@@ -492,10 +499,12 @@ TEST_CASE("metrics_text names every family") {
   REQUIRE(eventually([&] { return live.cluster->pods_synced(); }));
   std::string text = live.cluster->metrics_text();
   for (const char* name :
-       {"kuberay_tpu_webhook_kube_synced{resource=\"pods\"} 1", "kuberay_tpu_webhook_kube_lists_total",
-        "kuberay_tpu_webhook_kube_relists_total", "kuberay_tpu_webhook_kube_watch_restarts_total",
-        "kuberay_tpu_webhook_kube_api_errors_total", "kuberay_tpu_webhook_kube_oversized_objects_total",
-        "kuberay_tpu_webhook_legacy_pods 0", "kuberay_tpu_webhook_legacy_claims_written_total 0",
+       {"kuberay_tpu_webhook_kube_synced{resource=\"pods\"} 1",
+        "kuberay_tpu_webhook_kube_lists_total", "kuberay_tpu_webhook_kube_relists_total",
+        "kuberay_tpu_webhook_kube_watch_restarts_total",
+        "kuberay_tpu_webhook_kube_api_errors_total",
+        "kuberay_tpu_webhook_kube_oversized_objects_total", "kuberay_tpu_webhook_legacy_pods 0",
+        "kuberay_tpu_webhook_legacy_claims_written_total 0",
         "kuberay_tpu_webhook_legacy_claim_conflicts_total 0",
         "kuberay_tpu_webhook_legacy_claim_denied_total 0",
         "kuberay_tpu_webhook_legacy_claim_objects_deleted_total 0"}) {
@@ -530,7 +539,8 @@ TEST_CASE("Without legacy placement, Nodes and Services are still watched, Pods 
   live->start();
   CHECK(live->reflector("pods") == nullptr);
   api.create("services", {{"metadata",
-                           {{"name", "svc"}, {"namespace", "ns"},
+                           {{"name", "svc"},
+                            {"namespace", "ns"},
                             {"labels", {{"ray.io/headless-worker-svc", "rc"}}}}}});
   REQUIRE(eventually([&] { return live->services().headless_service("ns", "rc").has_value(); }));
   REQUIRE(eventually([&] { return live->nodes().nodes_matching({}).has_value(); }));

@@ -1,9 +1,8 @@
 // The SliceRegistry: the webhook's view of the Pods that hold a slot, fed by the Pod watch.
 #include "kube/slice_registry.h"
 
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <set>
 #include <thread>
 

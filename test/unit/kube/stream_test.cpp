@@ -1,7 +1,6 @@
 #include "kube/stream.h"
 
 #include <catch2/catch.hpp>
-
 #include <random>
 
 using nlohmann::json;
@@ -21,9 +20,10 @@ webhook::Status scan_in_pieces(kube::ListScanner& scan, std::string_view body, s
 }  // namespace
 
 TEST_CASE("ListScanner cuts each item out of the stream, whatever the chunking") {
-  std::string body = R"({"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"42",)"
-                     R"("continue":"abc"},"items":[{"metadata":{"name":"a","annotations":)"
-                     R"({"x":"}]{[\"\\"}}},{"metadata":{"name":"b"}} , {"metadata":{"name":"c"}}]})";
+  std::string body =
+      R"({"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"42",)"
+      R"("continue":"abc"},"items":[{"metadata":{"name":"a","annotations":)"
+      R"({"x":"}]{[\"\\"}}},{"metadata":{"name":"b"}} , {"metadata":{"name":"c"}}]})";
   auto piece = GENERATE(std::size_t{1}, std::size_t{2}, std::size_t{7}, std::size_t{4096});
   CAPTURE(piece);
   std::vector<std::string> names;
@@ -39,9 +39,10 @@ TEST_CASE("ListScanner cuts each item out of the stream, whatever the chunking")
 }
 
 TEST_CASE("ListScanner reads metadata after the items and empty or null item lists") {
-  for (std::string body : {R"({"items":[],"metadata":{"resourceVersion":"7"}})",
-                           R"({"items":null,"metadata":{"resourceVersion":"7"}})",
-                           " {\n \"metadata\" : {\"resourceVersion\":\"7\"} ,\n\"items\": [ ] }\n"}) {
+  for (std::string body :
+       {R"({"items":[],"metadata":{"resourceVersion":"7"}})",
+        R"({"items":null,"metadata":{"resourceVersion":"7"}})",
+        " {\n \"metadata\" : {\"resourceVersion\":\"7\"} ,\n\"items\": [ ] }\n"}) {
     CAPTURE(body);
     kube::ListScanner scan(1024, [](json) { return webhook::Status(); });
     REQUIRE(scan_in_pieces(scan, body, 3).ok());
@@ -96,7 +97,8 @@ TEST_CASE("ListScanner rejects bodies that are not a list") {
 }
 
 TEST_CASE("ListScanner passes on the item callback's error") {
-  kube::ListScanner scan(1024, [](json) { return webhook::Status(webhook::invalid_argument("no")); });
+  kube::ListScanner scan(1024,
+                         [](json) { return webhook::Status(webhook::invalid_argument("no")); });
   webhook::Status s = scan.feed(R"({"items":[{}]})");
   REQUIRE_FALSE(s.ok());
   CHECK(s.error().message == "no");
@@ -122,6 +124,7 @@ TEST_CASE("LineSplitter yields whole lines across chunks and bounds a line") {
   webhook::Status s = split.feed(std::string(65, 'x'), collect);
   REQUIRE_FALSE(s.ok());
   CHECK(s.error().code == webhook::ErrorCode::kResourceExhausted);
-  webhook::Status s2 = kube::LineSplitter(64).feed(std::string(40, 'x') + std::string(40, 'y'), collect);
+  webhook::Status s2 =
+      kube::LineSplitter(64).feed(std::string(40, 'x') + std::string(40, 'y'), collect);
   CHECK_FALSE(s2.ok());
 }

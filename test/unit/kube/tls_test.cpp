@@ -96,14 +96,14 @@ TEST_CASE("A kubeconfig (--kube-config-path) with CA data and a token reaches th
   o.tls_key_file = pki.server_key_file;
   o.tokens = {"kubeconfig-token"};
   FakeApiServer api(o);
-  std::string path = dir.write(
-      "kubeconfig",
-      "apiVersion: v1\nkind: Config\ncurrent-context: fake\n"
-      "clusters:\n- name: fake\n  cluster:\n    server: https://127.0.0.1:" +
-          std::to_string(api.port()) + "\n    certificate-authority-data: " +
-          webhook::base64_encode(pki.ca_pem) +
-          "\ncontexts:\n- name: fake\n  context: {cluster: fake, user: webhook}\n"
-          "users:\n- name: webhook\n  user:\n    token: kubeconfig-token\n");
+  std::string path =
+      dir.write("kubeconfig",
+                "apiVersion: v1\nkind: Config\ncurrent-context: fake\n"
+                "clusters:\n- name: fake\n  cluster:\n    server: https://127.0.0.1:" +
+                    std::to_string(api.port()) +
+                    "\n    certificate-authority-data: " + webhook::base64_encode(pki.ca_pem) +
+                    "\ncontexts:\n- name: fake\n  context: {cluster: fake, user: webhook}\n"
+                    "users:\n- name: webhook\n  user:\n    token: kubeconfig-token\n");
   webhook::Result<kube::ClusterConfig> config = kube::load_config(path);
   REQUIRE(config.has_value());
   testing::FakeClock clock;

@@ -1,12 +1,12 @@
 // lib/podpatch/affinity: docs/spec.md M4's topologyKey choice (own terms, Kueue annotation, node
 // pool; subslices by the Nodes' host, subblock, block, node pool groups) and the merged affinity
 // terms.
-#include <catch2/catch.hpp>
+#include "podpatch/affinity.h"
 
+#include <catch2/catch.hpp>
 #include <string>
 #include <vector>
 
-#include "podpatch/affinity.h"
 #include "support/test_support.h"
 
 using podpatch::json;
@@ -31,18 +31,28 @@ TEST_CASE("M4: default_topology_key, own terms, then Kueue, then node pool",
   auto [row, own_keys, kueue, want] =
       GENERATE(table<std::string, std::vector<std::string>, std::string, std::string>({
           {"nothing", {}, "", "cloud.google.com/gke-nodepool"},
-          {"kueue block", {}, "cloud.google.com/gce-topology-block",
+          {"kueue block",
+           {},
+           "cloud.google.com/gce-topology-block",
            "cloud.google.com/gce-topology-block"},
           {"kueue not google", {}, "kubernetes.io/hostname", "cloud.google.com/gke-nodepool"},
           {"kueue empty", {}, "-", "cloud.google.com/gke-nodepool"},
-          {"own term", {"cloud.google.com/gce-topology-subblock"}, "",
+          {"own term",
+           {"cloud.google.com/gce-topology-subblock"},
+           "",
            "cloud.google.com/gce-topology-subblock"},
-          {"own term beats kueue", {"cloud.google.com/gce-topology-subblock"},
-           "cloud.google.com/gce-topology-block", "cloud.google.com/gce-topology-subblock"},
-          {"first google own term", {"kubernetes.io/hostname", "cloud.google.com/a", "cloud.google.com/b"},
-           "", "cloud.google.com/a"},
-          {"own terms not google", {"kubernetes.io/hostname", "topology.kubernetes.io/zone"},
-           "cloud.google.com/gce-topology-host", "cloud.google.com/gce-topology-host"},
+          {"own term beats kueue",
+           {"cloud.google.com/gce-topology-subblock"},
+           "cloud.google.com/gce-topology-block",
+           "cloud.google.com/gce-topology-subblock"},
+          {"first google own term",
+           {"kubernetes.io/hostname", "cloud.google.com/a", "cloud.google.com/b"},
+           "",
+           "cloud.google.com/a"},
+          {"own terms not google",
+           {"kubernetes.io/hostname", "topology.kubernetes.io/zone"},
+           "cloud.google.com/gce-topology-host",
+           "cloud.google.com/gce-topology-host"},
           {"prefix must lead", {"x.cloud.google.com/a"}, "", "cloud.google.com/gke-nodepool"},
       }));
   CAPTURE(row);
@@ -52,7 +62,8 @@ TEST_CASE("M4: default_topology_key, own terms, then Kueue, then node pool",
     for (const std::string& k : own_keys) {
       terms.push_back(term_with_key(k));
     }
-    pod["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] = terms;
+    pod["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] =
+        terms;
   }
   if (!kueue.empty()) {
     pod["metadata"]["annotations"]["kueue.x-k8s.io/podset-required-topology"] =
@@ -92,9 +103,10 @@ Labels node(std::string host, std::string subblock, std::string block, std::stri
 
 }  // namespace
 
-TEST_CASE("M4/V3: subslice_topology_key takes the first of host, subblock, block, node pool "
-          "with a group of exactly `hosts` Nodes",
-          "[podpatch][affinity]") {
+TEST_CASE(
+    "M4/V3: subslice_topology_key takes the first of host, subblock, block, node pool "
+    "with a group of exactly `hosts` Nodes",
+    "[podpatch][affinity]") {
   using Nodes = std::vector<Labels>;
   // 8 Nodes: each its own host; subblocks of 2; blocks of 4; one pool of 8.
   Nodes eight;
@@ -111,19 +123,22 @@ TEST_CASE("M4/V3: subslice_topology_key takes the first of host, subblock, block
       {"no group of 16", eight, 16, ""},
       {"no Nodes", Nodes{}, 4, ""},
       // Only pools: the fallback.
-      {"pools only", Nodes{node("", "", "", "p1"), node("", "", "", "p1"), node("", "", "", "p2")}, 2,
-       std::string(kPool)},
+      {"pools only", Nodes{node("", "", "", "p1"), node("", "", "", "p1"), node("", "", "", "p2")},
+       2, std::string(kPool)},
       // Any one group of the right size is enough, even if others differ.
-      {"uneven blocks", Nodes{node("", "", "b1", "p"), node("", "", "b1", "p"), node("", "", "b2", "p")},
-       2, std::string(kBlock)},
-      {"uneven blocks, other size", Nodes{node("", "", "b1", "p"), node("", "", "b1", "p"), node("", "", "b2", "p")},
-       1, std::string(kBlock)},
+      {"uneven blocks",
+       Nodes{node("", "", "b1", "p"), node("", "", "b1", "p"), node("", "", "b2", "p")}, 2,
+       std::string(kBlock)},
+      {"uneven blocks, other size",
+       Nodes{node("", "", "b1", "p"), node("", "", "b1", "p"), node("", "", "b2", "p")}, 1,
+       std::string(kBlock)},
       // Subblock beats block when both have a group of the size.
-      {"subblock before block", Nodes{node("", "s1", "b1", ""), node("", "s1", "b2", ""),
-                                      node("", "s2", "b2", "")},
-       2, std::string(kSubblock)},
+      {"subblock before block",
+       Nodes{node("", "s1", "b1", ""), node("", "s1", "b2", ""), node("", "s2", "b2", "")}, 2,
+       std::string(kSubblock)},
       // Empty label values are no group.
-      {"empty values", Nodes{Labels{{std::string(kBlock), ""}}, Labels{{std::string(kBlock), ""}}}, 2, ""},
+      {"empty values", Nodes{Labels{{std::string(kBlock), ""}}, Labels{{std::string(kBlock), ""}}},
+       2, ""},
   }));
   CAPTURE(row, hosts);
   std::optional<std::string_view> key = podpatch::subslice_topology_key(nodes, hosts);
@@ -137,8 +152,10 @@ TEST_CASE("V3: has_gce_topology_labels", "[podpatch][affinity]") {
   using Nodes = std::vector<Labels>;
   CHECK_FALSE(podpatch::has_gce_topology_labels(Nodes{}));
   CHECK_FALSE(podpatch::has_gce_topology_labels(Nodes{node("", "", "", "pool")}));
-  CHECK_FALSE(podpatch::has_gce_topology_labels(Nodes{Labels{{"cloud.google.com/gce-topology", "x"}}}));
-  CHECK(podpatch::has_gce_topology_labels(Nodes{node("", "", "", "pool"), node("h", "", "", "pool")}));
+  CHECK_FALSE(
+      podpatch::has_gce_topology_labels(Nodes{Labels{{"cloud.google.com/gce-topology", "x"}}}));
+  CHECK(podpatch::has_gce_topology_labels(
+      Nodes{node("", "", "", "pool"), node("h", "", "", "pool")}));
   CHECK(podpatch::has_gce_topology_labels(Nodes{node("", "s", "", "")}));
   CHECK(podpatch::has_gce_topology_labels(Nodes{node("", "", "b", "")}));
 }
@@ -167,8 +184,9 @@ json anti_same_cluster(const podpatch::AffinityMatch& m) {
           {"topologyKey", m.topology_key}};
 }
 json anti_other_clusters(const podpatch::AffinityMatch& m) {
-  return {{"labelSelector", {{"matchExpressions", json::array({expr("ray.io/cluster", "NotIn", m.cluster),
-                                                               expr(m.key, "Exists")})}}},
+  return {{"labelSelector",
+           {{"matchExpressions",
+             json::array({expr("ray.io/cluster", "NotIn", m.cluster), expr(m.key, "Exists")})}}},
           {"namespaceSelector",
            {{"matchExpressions",
              json::array({expr("kubernetes.io/metadata.name", "NotIn", "kube-system")})}}},
@@ -200,17 +218,19 @@ TEST_CASE("M4: merge_affinity adds the affinity and both anti-affinity terms",
   auto [row, match] = GENERATE(table<std::string, podpatch::AffinityMatch>({
       {"replica-index", {"replicaIndex", "g-0", "rc", "cloud.google.com/gke-nodepool"}},
       {"replica-name",
-       {"ray.io/worker-group-replica-name", "g-x7k2b", "rc", "cloud.google.com/gce-topology-block"}},
+       {"ray.io/worker-group-replica-name", "g-x7k2b", "rc",
+        "cloud.google.com/gce-topology-block"}},
   }));
   CAPTURE(row);
   json mutated = merge_and_record("empty-" + row, worker_pod(), match);
   const json& affinity = mutated["spec"]["affinity"];
-  CHECK(affinity == json{{"podAffinity",
-                          {{"requiredDuringSchedulingIgnoredDuringExecution",
-                            json::array({affinity_term(match)})}}},
-                         {"podAntiAffinity",
-                          {{"requiredDuringSchedulingIgnoredDuringExecution",
-                            json::array({anti_same_cluster(match), anti_other_clusters(match)})}}}});
+  CHECK(affinity ==
+        json{{"podAffinity",
+              {{"requiredDuringSchedulingIgnoredDuringExecution",
+                json::array({affinity_term(match)})}}},
+             {"podAntiAffinity",
+              {{"requiredDuringSchedulingIgnoredDuringExecution",
+                json::array({anti_same_cluster(match), anti_other_clusters(match)})}}}});
   // Nothing but spec.affinity changed.
   json rest = mutated;
   rest["spec"].erase("affinity");
@@ -223,8 +243,9 @@ TEST_CASE("M4: merge_affinity keeps existing terms and never adds a term twice",
   const json user_term = term_with_key("kubernetes.io/hostname");
   json original = worker_pod();
   original["spec"]["affinity"] = {
-      {"nodeAffinity", {{"requiredDuringSchedulingIgnoredDuringExecution",
-                         {{"nodeSelectorTerms", json::array({{{"matchExpressions", json::array()}}})}}}}},
+      {"nodeAffinity",
+       {{"requiredDuringSchedulingIgnoredDuringExecution",
+         {{"nodeSelectorTerms", json::array({{{"matchExpressions", json::array()}}})}}}}},
       {"podAffinity",
        {{"requiredDuringSchedulingIgnoredDuringExecution", json::array({user_term})},
         {"preferredDuringSchedulingIgnoredDuringExecution",
@@ -237,7 +258,8 @@ TEST_CASE("M4: merge_affinity keeps existing terms and never adds a term twice",
     const json& a = mutated["spec"]["affinity"];
     CHECK(a["nodeAffinity"] == original["spec"]["affinity"]["nodeAffinity"]);
     CHECK(a["podAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"] ==
-          original["spec"]["affinity"]["podAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]);
+          original["spec"]["affinity"]["podAffinity"]
+                  ["preferredDuringSchedulingIgnoredDuringExecution"]);
     CHECK(a["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] ==
           json::array({user_term, affinity_term(m)}));
     // The anti-affinity term that was already there is not added again.
@@ -265,10 +287,12 @@ TEST_CASE("M4: merge_affinity creates a null or missing spec.affinity", "[podpat
   json original = worker_pod();
   original["spec"]["affinity"] = nullptr;
   json mutated = merge_and_record("null-affinity", original, m);
-  CHECK(mutated["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] ==
+  CHECK(mutated["spec"]["affinity"]["podAffinity"]
+               ["requiredDuringSchedulingIgnoredDuringExecution"] ==
         json::array({affinity_term(m)}));
   original["spec"]["affinity"] = {{"podAffinity", nullptr}};
   mutated = merge_and_record("null-pod-affinity", original, m);
-  CHECK(mutated["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] ==
+  CHECK(mutated["spec"]["affinity"]["podAffinity"]
+               ["requiredDuringSchedulingIgnoredDuringExecution"] ==
         json::array({affinity_term(m)}));
 }

@@ -1,11 +1,11 @@
 // lib/podpatch/env: docs/spec.md Terms "Env var present" (a non-empty value or a valueFrom; the
 // last entry of a name is the one Kubernetes uses) and setting a var by replacing a not-present
 // entry in place (better than upstream, which appended a duplicate name).
-#include <catch2/catch.hpp>
+#include "podpatch/env.h"
 
+#include <catch2/catch.hpp>
 #include <string>
 
-#include "podpatch/env.h"
 #include "support/test_support.h"
 
 using podpatch::json;
@@ -74,14 +74,15 @@ TEST_CASE("Terms/present: find_env finds the last entry of a name", "[podpatch][
       // Once.
       {json::parse(R"([{"name": "B", "value": "1"}, {"name": "A", "value": "2"}])"), 1, true, "2"},
       {json::parse(R"([{"name": "A", "value": ""}])"), 0, false, ""},
-      {json::parse(R"([{"name": "A", "valueFrom": {"fieldRef": {"fieldPath": "x"}}}])"), 0, true, ""},
+      {json::parse(R"([{"name": "A", "valueFrom": {"fieldRef": {"fieldPath": "x"}}}])"), 0, true,
+       ""},
       // Duplicates: the last entry wins, whatever the earlier ones say.
       {json::parse(R"([{"name": "A", "value": "1"}, {"name": "A", "value": "2"}])"), 1, true, "2"},
       {json::parse(R"([{"name": "A", "value": "1"}, {"name": "A", "value": ""}])"), 1, false, ""},
-      {json::parse(R"([{"name": "A", "value": ""}, {"name": "A", "value": "3"}, {"name": "B"}])"), 1,
-       true, "3"},
-      {json::parse(R"([{"name": "A", "value": "1"}, {"name": "A", "valueFrom": {"x": 1}}])"), 1, true,
-       ""},
+      {json::parse(R"([{"name": "A", "value": ""}, {"name": "A", "value": "3"}, {"name": "B"}])"),
+       1, true, "3"},
+      {json::parse(R"([{"name": "A", "value": "1"}, {"name": "A", "valueFrom": {"x": 1}}])"), 1,
+       true, ""},
   }));
   CAPTURE(env.dump());
   json c = container_with(env);
@@ -117,10 +118,10 @@ TEST_CASE("Terms/present: set_env replaces a not-present entry in place (better 
        json{{"value", "7"}},
        json::parse(R"([{"name": "X", "value": "1"}, {"name": "A", "value": "7"}, {"name": "Y"}])")},
       {"name-only", json::parse(R"([{"name": "A"}, {"name": "Y", "value": "2"}])"),
-       json{{"value", "7"}}, json::parse(R"([{"name": "A", "value": "7"}, {"name": "Y", "value": "2"}])")},
+       json{{"value", "7"}},
+       json::parse(R"([{"name": "A", "value": "7"}, {"name": "Y", "value": "2"}])")},
       {"empty-to-valuefrom", json::parse(R"([{"name": "A", "value": ""}])"),
-       json{{"valueFrom", kFieldRef}},
-       json::array({{{"name", "A"}, {"valueFrom", kFieldRef}}})},
+       json{{"valueFrom", kFieldRef}}, json::array({{{"name", "A"}, {"valueFrom", kFieldRef}}})},
       {"null-valuefrom", json::parse(R"([{"name": "A", "value": "", "valueFrom": null}])"),
        json{{"value", "7"}}, json::parse(R"([{"name": "A", "value": "7"}])")},
       // Duplicates: the last, not-present entry is the one replaced.
@@ -161,7 +162,9 @@ TEST_CASE("Terms/present: an entry replaced in place keeps its other fields and 
   json c = edit_and_record(
       "keeps-position",
       container_with(json::parse(R"([{"name": "A", "value": ""}, {"name": "B", "value": "b"}])")),
-      [](json& ctr) { podpatch::set_env(ctr, "A", {{"valueFrom", kFieldRef}}); });
+      [](json& ctr) {
+        podpatch::set_env(ctr, "A", {{"valueFrom", kFieldRef}});
+      });
   REQUIRE(c["env"].size() == 2);
   CHECK(c["env"][0] == json{{"name", "A"}, {"valueFrom", kFieldRef}});  // no stale "value"
   CHECK(c["env"][1] == json{{"name", "B"}, {"value", "b"}});

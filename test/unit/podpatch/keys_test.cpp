@@ -1,12 +1,11 @@
 // lib/podpatch/keys.h: every name the webhook reads or writes, spelled as docs/spec.md, KubeRay and
 // GKE spell them. A typo here would silently turn the webhook into a no-op, so each is pinned.
-#include <catch2/catch.hpp>
+#include "podpatch/keys.h"
 
+#include <catch2/catch.hpp>
 #include <set>
 #include <string>
 #include <string_view>
-
-#include "podpatch/keys.h"
 
 namespace keys = podpatch::keys;
 
@@ -61,8 +60,8 @@ TEST_CASE("keys: the env vars of M5", "[podpatch][keys]") {
 TEST_CASE("keys: the gce topology labels all share the Google prefix M4 checks",
           "[podpatch][keys]") {
   std::set<std::string_view> distinct;
-  for (std::string_view k : {keys::kGkeNodePool, keys::kGceTopologyBlock, keys::kGceTopologySubblock,
-                             keys::kGceTopologyHost}) {
+  for (std::string_view k : {keys::kGkeNodePool, keys::kGceTopologyBlock,
+                             keys::kGceTopologySubblock, keys::kGceTopologyHost}) {
     CAPTURE(k);
     CHECK(k.starts_with(keys::kGoogleTopologyPrefix));
     distinct.insert(k);

@@ -1,15 +1,15 @@
 // lib/podpatch/mutate: docs/spec.md M3's replicaIndex label, M4's hostname, subdomain and affinity,
 // M5's env (order, values, "present" exceptions), M6 (the patch applies and re-mutating changes
 // nothing) and the M7 warnings about user values.
-#include <catch2/catch.hpp>
+#include "podpatch/mutate.h"
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <string>
 #include <vector>
 
 #include "podpatch/affinity.h"
 #include "podpatch/env.h"
-#include "podpatch/mutate.h"
 #include "support/test_support.h"
 
 using podpatch::json;
@@ -31,18 +31,19 @@ json tpu_container(const std::string& name, int chips, json env = json::array())
 }
 
 // A KubeRay worker of RayCluster "c", group "g", without index labels.
-json worker(const std::string& accelerator, const std::string& topo,
-            std::vector<json> containers) {
+json worker(const std::string& accelerator, const std::string& topo, std::vector<json> containers) {
   return {{"apiVersion", "v1"},
           {"kind", "Pod"},
           {"metadata",
            {{"generateName", "c-g-worker-"},
             {"namespace", "default"},
-            {"labels", {{"ray.io/cluster", "c"}, {"ray.io/group", "g"}, {"ray.io/node-type", "worker"}}}}},
+            {"labels",
+             {{"ray.io/cluster", "c"}, {"ray.io/group", "g"}, {"ray.io/node-type", "worker"}}}}},
           {"spec",
            {{"containers", json(std::move(containers))},
-            {"nodeSelector", {{"cloud.google.com/gke-tpu-accelerator", accelerator},
-                              {"cloud.google.com/gke-tpu-topology", topo}}}}}};
+            {"nodeSelector",
+             {{"cloud.google.com/gke-tpu-accelerator", accelerator},
+              {"cloud.google.com/gke-tpu-topology", topo}}}}}};
 }
 
 json one_container(const std::string& accelerator, const std::string& topo, int chips,
@@ -111,14 +112,15 @@ Outcome run(const std::string& name, const json& pod, const Options& o = {}) {
   webhook::Result<PodView> view = PodView::create(out.original);
   REQUIRE(view.has_value());
   REQUIRE(view->topology().has_value());
-  webhook::Result<topology::Slice> slice =
-      topology::Slice::create({view->accelerator(), view->topology()->value, view->chips_per_host()});
+  webhook::Result<topology::Slice> slice = topology::Slice::create(
+      {view->accelerator(), view->topology()->value, view->chips_per_host()});
   REQUIRE(slice.has_value());
   podpatch::MutationPlan plan;
   plan.slice = &*slice;
   plan.slot = o.slot;
   plan.svc = o.svc;
-  plan.topology_key = o.topology_key.empty() ? podpatch::default_topology_key(*view) : o.topology_key;
+  plan.topology_key =
+      o.topology_key.empty() ? podpatch::default_topology_key(*view) : o.topology_key;
   plan.ports = o.ports;
   plan.add_replica_label = o.add_replica_label;
   out.mutated = out.original;
@@ -227,12 +229,10 @@ TEST_CASE("M5: single-host slices (E2, E7): no hostnames, localhost slicebuilder
           {"v4-2x2x1", "tpu-v4-podslice", "2x2x1", 4, "2,2,1", 4},
       }));
   CAPTURE(row);
-  Outcome r = run("single-host-" + row, one_container(accelerator, topo, chips),
-                  at(3, 0));
-  CHECK(r.names() == std::vector<std::string>{"TORCH_TPU_TOPOLOGY",
-                                              "TORCH_TPU_SLICEBUILDER_ADDRESSES", "TPU_WORKER_ID",
-                                              "TPU_NAME", "TPU_DEVICE_PLUGIN_HOST_IP",
-                                              "TPU_DEVICE_PLUGIN_ADDR"});
+  Outcome r = run("single-host-" + row, one_container(accelerator, topo, chips), at(3, 0));
+  CHECK(r.names() == std::vector<std::string>{
+                         "TORCH_TPU_TOPOLOGY", "TORCH_TPU_SLICEBUILDER_ADDRESSES", "TPU_WORKER_ID",
+                         "TPU_NAME", "TPU_DEVICE_PLUGIN_HOST_IP", "TPU_DEVICE_PLUGIN_ADDR"});
   CHECK(r.value("TORCH_TPU_TOPOLOGY") == torch);
   CHECK(r.value("TORCH_TPU_SLICEBUILDER_ADDRESSES") == slicebuilder({"localhost"}, ports));
   CHECK(r.value("TPU_WORKER_ID") == "0");
@@ -255,10 +255,13 @@ TEST_CASE("M5.2/M5.4: tpu7x with two TPU containers (NUMA-aligned), per-containe
           {"single-host", "2x2x1", Slot{0, 0}, "", "localhost:8471,localhost:8472"},
       }));
   CAPTURE(row);
-  json pod = worker("tpu7x", topo,
-                    {tpu_container("numa-0", 2, json::parse(R"([{"name": "MEGASCALE_NUM_SLICES", "value": "2"}])")),
-                     json{{"name", "sidecar"}, {"image", "busybox"}},
-                     tpu_container("numa-1", 2, json::parse(R"([{"name": "MEGASCALE_NUM_SLICES", "value": "2"}])"))});
+  json pod =
+      worker("tpu7x", topo,
+             {tpu_container("numa-0", 2,
+                            json::parse(R"([{"name": "MEGASCALE_NUM_SLICES", "value": "2"}])")),
+              json{{"name", "sidecar"}, {"image", "busybox"}},
+              tpu_container("numa-1", 2,
+                            json::parse(R"([{"name": "MEGASCALE_NUM_SLICES", "value": "2"}])"))});
   Outcome r = run("tpu7x-two-containers-" + row, pod, at(slot));
   for (std::size_t i : {std::size_t{0}, std::size_t{2}}) {
     int k = i == 0 ? 0 : 1;
@@ -307,8 +310,8 @@ TEST_CASE("M5.2: TPU_PROCESS_* only on tpu7x, and only multi-host or several con
       {"tpu7x-prefixed-multi-host", one_container("tpu7x-foo", "2x2x2", 4), true},
       {"tpu7x-single-host-one-container", one_container("tpu7x", "2x2x1", 4), false},
       {"v6e-multi-host", one_container("tpu-v6e-slice", "4x4", 4), false},
-      {"v5p-two-containers", worker("tpu-v5p-slice", "2x2x1", {tpu_container("a", 2), tpu_container("b", 2)}),
-       false},
+      {"v5p-two-containers",
+       worker("tpu-v5p-slice", "2x2x1", {tpu_container("a", 2), tpu_container("b", 2)}), false},
   }));
   CAPTURE(row);
   Outcome r = run("process-vars-" + row, pod);
@@ -326,11 +329,12 @@ TEST_CASE("M5.1: MEGASCALE_* only when MEGASCALE_NUM_SLICES is present", "[podpa
   CAPTURE(row);
   for (std::string topo : {"4x4", "2x4"}) {  // multi-host and single-host
     CAPTURE(topo);
-    Outcome r = run("megascale-" + row + "-" + topo,
-                    one_container("tpu-v6e-slice", topo, topo == "4x4" ? 4 : 8,
-                                  json::array({num_slices})),
-                    at(2, 0));
-    for (const char* var : {"MEGASCALE_SLICE_ID", "MEGASCALE_COORDINATOR_ADDRESS", "MEGASCALE_PORT"}) {
+    Outcome r =
+        run("megascale-" + row + "-" + topo,
+            one_container("tpu-v6e-slice", topo, topo == "4x4" ? 4 : 8, json::array({num_slices})),
+            at(2, 0));
+    for (const char* var :
+         {"MEGASCALE_SLICE_ID", "MEGASCALE_COORDINATOR_ADDRESS", "MEGASCALE_PORT"}) {
       CAPTURE(var);
       CHECK(r.count(var) == (set ? 1 : 0));
     }
@@ -351,16 +355,19 @@ TEST_CASE("M4: needs_pod_dns", "[podpatch][mutate]") {
       {"multi-host", one_container("tpu-v6e-slice", "4x4", 4), true},
       {"single-host", one_container("tpu-v6e-slice", "2x4", 8), false},
       {"single-host multi-slice",
-       one_container("tpu-v6e-slice", "2x4", 8, json::parse(R"([{"name": "MEGASCALE_NUM_SLICES", "value": "2"}])")),
+       one_container("tpu-v6e-slice", "2x4", 8,
+                     json::parse(R"([{"name": "MEGASCALE_NUM_SLICES", "value": "2"}])")),
        true},
       {"single-host, empty MEGASCALE_NUM_SLICES",
-       one_container("tpu-v6e-slice", "2x4", 8, json::parse(R"([{"name": "MEGASCALE_NUM_SLICES", "value": ""}])")),
+       one_container("tpu-v6e-slice", "2x4", 8,
+                     json::parse(R"([{"name": "MEGASCALE_NUM_SLICES", "value": ""}])")),
        false},
       // Only TPU containers count.
       {"single-host, sidecar multi-slice",
        worker("tpu-v6e-slice", "2x4",
               {tpu_container("ray-worker", 8),
-               json::parse(R"({"name": "s", "env": [{"name": "MEGASCALE_NUM_SLICES", "value": "2"}]})")}),
+               json::parse(
+                   R"({"name": "s", "env": [{"name": "MEGASCALE_NUM_SLICES", "value": "2"}]})")}),
        false},
   }));
   CAPTURE(row);
@@ -377,131 +384,140 @@ TEST_CASE("M4: needs_pod_dns", "[podpatch][mutate]") {
 // containing `warning` must exist (empty: no warning at all).
 TEST_CASE("M5: each var is set only if not present, with the spec's exceptions",
           "[podpatch][mutate]") {
-  auto [row, topo, env, var, want, index, warning] =
-      GENERATE(table<std::string, std::string, json, std::string, json, int, std::string>({
-          // M5.2 TPU_WORKER_HOSTNAMES (multi-host v6e 4x4, replica 0).
-          {"hostnames-localhost-replaced", "4x4",
-           json::parse(R"([{"name": "TPU_WORKER_HOSTNAMES", "value": "localhost"}, {"name": "X", "value": "1"}])"),
-           "TPU_WORKER_HOSTNAMES",
-           json{{"name", "TPU_WORKER_HOSTNAMES"}, {"value", topology::join(dns(0, 4))}}, 0, ""},
-          {"hostnames-empty-replaced-in-place", "4x4",
-           json::parse(R"([{"name": "TPU_WORKER_HOSTNAMES", "value": ""}, {"name": "X", "value": "1"}])"),
-           "TPU_WORKER_HOSTNAMES",
-           json{{"name", "TPU_WORKER_HOSTNAMES"}, {"value", topology::join(dns(0, 4))}}, 0, ""},
-          {"hostnames-user-kept", "4x4",
-           json::parse(R"([{"name": "TPU_WORKER_HOSTNAMES", "value": "a,b,c,d"}])"),
-           "TPU_WORKER_HOSTNAMES", json{{"name", "TPU_WORKER_HOSTNAMES"}, {"value", "a,b,c,d"}}, 0,
-           "container \"ray-worker\": kept TPU_WORKER_HOSTNAMES=\"a,b,c,d\" from the Pod spec, but "
-           "this slice needs \"g-0-0.c-headless,g-0-1.c-headless,g-0-2.c-headless,"
-           "g-0-3.c-headless\""},
-          {"hostnames-valuefrom-kept", "4x4",
-           json::array({{{"name", "TPU_WORKER_HOSTNAMES"}, {"valueFrom", kUserFrom}}}),
-           "TPU_WORKER_HOSTNAMES", json{{"name", "TPU_WORKER_HOSTNAMES"}, {"valueFrom", kUserFrom}},
-           0, ""},
-          {"hostnames-equal-untouched", "4x4",
-           json::array({{{"name", "TPU_WORKER_HOSTNAMES"}, {"value", topology::join(dns(0, 4))}}}),
-           "TPU_WORKER_HOSTNAMES",
-           json{{"name", "TPU_WORKER_HOSTNAMES"}, {"value", topology::join(dns(0, 4))}}, 0, ""},
-          // Single host: TPU_WORKER_HOSTNAMES is none of the webhook's business.
-          {"hostnames-single-host-absent", "2x4", json::array(), "TPU_WORKER_HOSTNAMES", json(), -1, ""},
-          {"hostnames-single-host-localhost-kept", "2x4",
-           json::parse(R"([{"name": "TPU_WORKER_HOSTNAMES", "value": "localhost"}])"),
-           "TPU_WORKER_HOSTNAMES", json{{"name", "TPU_WORKER_HOSTNAMES"}, {"value", "localhost"}}, 0,
-           ""},
-          // M5.3 TORCH_TPU_*.
-          {"torch-topology-present-skips-both", "4x4",
-           json::parse(R"([{"name": "TORCH_TPU_TOPOLOGY", "value": "4,4,1"}])"),
-           "TORCH_TPU_SLICEBUILDER_ADDRESSES", json(), -1, ""},
-          {"torch-topology-differs-kept", "4x4",
-           json::parse(R"([{"name": "TORCH_TPU_TOPOLOGY", "value": "8,8,1"}])"), "TORCH_TPU_TOPOLOGY",
-           json{{"name", "TORCH_TPU_TOPOLOGY"}, {"value", "8,8,1"}}, 0,
-           "kept TORCH_TPU_TOPOLOGY=\"8,8,1\" from the Pod spec, but this slice needs \"4,4,1\""},
-          {"torch-topology-valuefrom-skips-slicebuilder", "4x4",
-           json::array({{{"name", "TORCH_TPU_TOPOLOGY"}, {"valueFrom", kUserFrom}}}),
-           "TORCH_TPU_SLICEBUILDER_ADDRESSES", json(), -1, ""},
-          {"torch-topology-empty-set-in-place", "4x4",
-           json::parse(R"([{"name": "TORCH_TPU_TOPOLOGY", "value": ""}, {"name": "X", "value": "1"}])"),
-           "TORCH_TPU_TOPOLOGY", json{{"name", "TORCH_TPU_TOPOLOGY"}, {"value", "4,4,1"}}, 0, ""},
-          {"slicebuilder-user-kept", "4x4",
-           json::parse(R"([{"name": "TORCH_TPU_SLICEBUILDER_ADDRESSES", "value": "x:1"}])"),
-           "TORCH_TPU_SLICEBUILDER_ADDRESSES",
-           json{{"name", "TORCH_TPU_SLICEBUILDER_ADDRESSES"}, {"value", "x:1"}}, 0,
-           "kept TORCH_TPU_SLICEBUILDER_ADDRESSES=\"x:1\""},
-          // A user host list that divides the chips feeds the slicebuilder list.
-          {"slicebuilder-from-user-hostnames", "4x4",
-           json::parse(R"([{"name": "TPU_WORKER_HOSTNAMES", "value": "a,b"}])"),
-           "TORCH_TPU_SLICEBUILDER_ADDRESSES",
-           json{{"name", "TORCH_TPU_SLICEBUILDER_ADDRESSES"}, {"value", slicebuilder({"a", "b"}, 8)}},
-           -1, "kept TPU_WORKER_HOSTNAMES=\"a,b\""},
-          // ... one that does not is not used, and M7 warns.
-          {"slicebuilder-user-hostnames-not-dividing", "4x4",
-           json::parse(R"([{"name": "TPU_WORKER_HOSTNAMES", "value": "a,b,c"}])"),
-           "TORCH_TPU_SLICEBUILDER_ADDRESSES",
-           json{{"name", "TORCH_TPU_SLICEBUILDER_ADDRESSES"}, {"value", slicebuilder(dns(0, 4), 4)}},
-           -1,
-           "container \"ray-worker\": TPU_WORKER_HOSTNAMES has 3 entries, which do not divide the "
-           "slice's 16 chips; TORCH_TPU_SLICEBUILDER_ADDRESSES uses the webhook's host list instead"},
-          {"slicebuilder-user-hostnames-empty-entry", "4x4",
-           json::parse(R"([{"name": "TPU_WORKER_HOSTNAMES", "value": "a,,b,c"}])"),
-           "TORCH_TPU_SLICEBUILDER_ADDRESSES",
-           json{{"name", "TORCH_TPU_SLICEBUILDER_ADDRESSES"}, {"value", slicebuilder(dns(0, 4), 4)}},
-           -1,
-           "container \"ray-worker\": TPU_WORKER_HOSTNAMES \"a,,b,c\" has an empty entry; "
-           "TORCH_TPU_SLICEBUILDER_ADDRESSES uses the webhook's host list instead"},
-          {"slicebuilder-valuefrom-hostnames", "4x4",
-           json::array({{{"name", "TPU_WORKER_HOSTNAMES"}, {"valueFrom", kUserFrom}}}),
-           "TORCH_TPU_SLICEBUILDER_ADDRESSES",
-           json{{"name", "TORCH_TPU_SLICEBUILDER_ADDRESSES"}, {"value", slicebuilder(dns(0, 4), 4)}},
-           -1, ""},
-          // Single host: localhost, whatever the container sets.
-          {"slicebuilder-single-host-ignores-hostnames", "2x4",
-           json::parse(R"([{"name": "TPU_WORKER_HOSTNAMES", "value": "a,b"}])"),
-           "TORCH_TPU_SLICEBUILDER_ADDRESSES",
-           json{{"name", "TORCH_TPU_SLICEBUILDER_ADDRESSES"}, {"value", slicebuilder({"localhost"}, 8)}},
-           -1, ""},
-          // M5.4 TPU_WORKER_ID (host 2 of 4 in these rows; single host: 0).
-          {"worker-id-literal-replaced-in-place", "4x4",
-           json::parse(R"([{"name": "TPU_WORKER_ID", "value": "0"}, {"name": "X", "value": "1"}])"),
-           "TPU_WORKER_ID", json{{"name", "TPU_WORKER_ID"}, {"value", "2"}}, 0,
-           "container \"ray-worker\": replaced TPU_WORKER_ID=\"0\" with \"2\": a template value is "
-           "copied to every host, so the webhook sets the ID of each host"},
-          {"worker-id-equal-untouched", "4x4", json::parse(R"([{"name": "TPU_WORKER_ID", "value": "2"}])"),
-           "TPU_WORKER_ID", json{{"name", "TPU_WORKER_ID"}, {"value", "2"}}, 0, ""},
-          {"worker-id-empty-in-place", "4x4",
-           json::parse(R"([{"name": "TPU_WORKER_ID", "value": ""}, {"name": "X", "value": "1"}])"),
-           "TPU_WORKER_ID", json{{"name", "TPU_WORKER_ID"}, {"value", "2"}}, 0, ""},
-          {"worker-id-valuefrom-kept", "4x4",
-           json::array({{{"name", "TPU_WORKER_ID"}, {"valueFrom", kUserFrom}}}), "TPU_WORKER_ID",
-           json{{"name", "TPU_WORKER_ID"}, {"valueFrom", kUserFrom}}, 0, ""},
-          {"worker-id-duplicate-last-replaced", "4x4",
-           json::parse(R"([{"name": "TPU_WORKER_ID", "value": "7"}, {"name": "TPU_WORKER_ID", "value": "0"}])"),
-           "TPU_WORKER_ID", json{{"name", "TPU_WORKER_ID"}, {"value", "2"}}, 1,
-           "replaced TPU_WORKER_ID=\"0\" with \"2\""},
-          {"worker-id-single-host", "2x4", json::parse(R"([{"name": "TPU_WORKER_ID", "value": "5"}])"),
-           "TPU_WORKER_ID", json{{"name", "TPU_WORKER_ID"}, {"value", "0"}}, 0,
-           "replaced TPU_WORKER_ID=\"5\" with \"0\""},
-          // M5.5 TPU_NAME.
-          {"tpu-name-user-kept", "4x4", json::parse(R"([{"name": "TPU_NAME", "value": "mine"}])"),
-           "TPU_NAME", json{{"name", "TPU_NAME"}, {"value", "mine"}}, 0,
-           "kept TPU_NAME=\"mine\" from the Pod spec, but this slice needs \"g-0\""},
-          {"tpu-name-empty-in-place", "4x4",
-           json::parse(R"([{"name": "TPU_NAME", "value": ""}, {"name": "X", "value": "1"}])"),
-           "TPU_NAME", json{{"name", "TPU_NAME"}, {"value", "g-0"}}, 0, ""},
-          // M5.6 device plugin.
-          {"host-ip-user-kept", "4x4",
-           json::array({{{"name", "TPU_DEVICE_PLUGIN_HOST_IP"}, {"value", "10.0.0.1"}}}),
-           "TPU_DEVICE_PLUGIN_HOST_IP", json{{"name", "TPU_DEVICE_PLUGIN_HOST_IP"}, {"value", "10.0.0.1"}},
-           0, ""},
-          {"host-ip-empty-in-place", "4x4",
-           json::parse(R"([{"name": "TPU_DEVICE_PLUGIN_HOST_IP", "value": ""}, {"name": "X", "value": "1"}])"),
-           "TPU_DEVICE_PLUGIN_HOST_IP", json{{"name", "TPU_DEVICE_PLUGIN_HOST_IP"}, {"valueFrom", kHostIp}},
-           0, ""},
-          {"plugin-addr-user-kept", "4x4",
-           json::parse(R"([{"name": "TPU_DEVICE_PLUGIN_ADDR", "value": "$(TPU_DEVICE_PLUGIN_HOST_IP):2113"}])"),
-           "TPU_DEVICE_PLUGIN_ADDR",
-           json{{"name", "TPU_DEVICE_PLUGIN_ADDR"}, {"value", "$(TPU_DEVICE_PLUGIN_HOST_IP):2113"}}, 0,
-           "kept TPU_DEVICE_PLUGIN_ADDR=\"$(TPU_DEVICE_PLUGIN_HOST_IP):2113\""},
-      }));
+  auto [row, topo, env, var, want, index,
+        warning] = GENERATE(table<std::string, std::string, json, std::string, json, int,
+                                  std::string>({
+      // M5.2 TPU_WORKER_HOSTNAMES (multi-host v6e 4x4, replica 0).
+      {"hostnames-localhost-replaced", "4x4",
+       json::parse(
+           R"([{"name": "TPU_WORKER_HOSTNAMES", "value": "localhost"}, {"name": "X", "value": "1"}])"),
+       "TPU_WORKER_HOSTNAMES",
+       json{{"name", "TPU_WORKER_HOSTNAMES"}, {"value", topology::join(dns(0, 4))}}, 0, ""},
+      {"hostnames-empty-replaced-in-place", "4x4",
+       json::parse(
+           R"([{"name": "TPU_WORKER_HOSTNAMES", "value": ""}, {"name": "X", "value": "1"}])"),
+       "TPU_WORKER_HOSTNAMES",
+       json{{"name", "TPU_WORKER_HOSTNAMES"}, {"value", topology::join(dns(0, 4))}}, 0, ""},
+      {"hostnames-user-kept", "4x4",
+       json::parse(R"([{"name": "TPU_WORKER_HOSTNAMES", "value": "a,b,c,d"}])"),
+       "TPU_WORKER_HOSTNAMES", json{{"name", "TPU_WORKER_HOSTNAMES"}, {"value", "a,b,c,d"}}, 0,
+       "container \"ray-worker\": kept TPU_WORKER_HOSTNAMES=\"a,b,c,d\" from the Pod spec, but "
+       "this slice needs \"g-0-0.c-headless,g-0-1.c-headless,g-0-2.c-headless,"
+       "g-0-3.c-headless\""},
+      {"hostnames-valuefrom-kept", "4x4",
+       json::array({{{"name", "TPU_WORKER_HOSTNAMES"}, {"valueFrom", kUserFrom}}}),
+       "TPU_WORKER_HOSTNAMES", json{{"name", "TPU_WORKER_HOSTNAMES"}, {"valueFrom", kUserFrom}}, 0,
+       ""},
+      {"hostnames-equal-untouched", "4x4",
+       json::array({{{"name", "TPU_WORKER_HOSTNAMES"}, {"value", topology::join(dns(0, 4))}}}),
+       "TPU_WORKER_HOSTNAMES",
+       json{{"name", "TPU_WORKER_HOSTNAMES"}, {"value", topology::join(dns(0, 4))}}, 0, ""},
+      // Single host: TPU_WORKER_HOSTNAMES is none of the webhook's business.
+      {"hostnames-single-host-absent", "2x4", json::array(), "TPU_WORKER_HOSTNAMES", json(), -1,
+       ""},
+      {"hostnames-single-host-localhost-kept", "2x4",
+       json::parse(R"([{"name": "TPU_WORKER_HOSTNAMES", "value": "localhost"}])"),
+       "TPU_WORKER_HOSTNAMES", json{{"name", "TPU_WORKER_HOSTNAMES"}, {"value", "localhost"}}, 0,
+       ""},
+      // M5.3 TORCH_TPU_*.
+      {"torch-topology-present-skips-both", "4x4",
+       json::parse(R"([{"name": "TORCH_TPU_TOPOLOGY", "value": "4,4,1"}])"),
+       "TORCH_TPU_SLICEBUILDER_ADDRESSES", json(), -1, ""},
+      {"torch-topology-differs-kept", "4x4",
+       json::parse(R"([{"name": "TORCH_TPU_TOPOLOGY", "value": "8,8,1"}])"), "TORCH_TPU_TOPOLOGY",
+       json{{"name", "TORCH_TPU_TOPOLOGY"}, {"value", "8,8,1"}}, 0,
+       "kept TORCH_TPU_TOPOLOGY=\"8,8,1\" from the Pod spec, but this slice needs \"4,4,1\""},
+      {"torch-topology-valuefrom-skips-slicebuilder", "4x4",
+       json::array({{{"name", "TORCH_TPU_TOPOLOGY"}, {"valueFrom", kUserFrom}}}),
+       "TORCH_TPU_SLICEBUILDER_ADDRESSES", json(), -1, ""},
+      {"torch-topology-empty-set-in-place", "4x4",
+       json::parse(R"([{"name": "TORCH_TPU_TOPOLOGY", "value": ""}, {"name": "X", "value": "1"}])"),
+       "TORCH_TPU_TOPOLOGY", json{{"name", "TORCH_TPU_TOPOLOGY"}, {"value", "4,4,1"}}, 0, ""},
+      {"slicebuilder-user-kept", "4x4",
+       json::parse(R"([{"name": "TORCH_TPU_SLICEBUILDER_ADDRESSES", "value": "x:1"}])"),
+       "TORCH_TPU_SLICEBUILDER_ADDRESSES",
+       json{{"name", "TORCH_TPU_SLICEBUILDER_ADDRESSES"}, {"value", "x:1"}}, 0,
+       "kept TORCH_TPU_SLICEBUILDER_ADDRESSES=\"x:1\""},
+      // A user host list that divides the chips feeds the slicebuilder list.
+      {"slicebuilder-from-user-hostnames", "4x4",
+       json::parse(R"([{"name": "TPU_WORKER_HOSTNAMES", "value": "a,b"}])"),
+       "TORCH_TPU_SLICEBUILDER_ADDRESSES",
+       json{{"name", "TORCH_TPU_SLICEBUILDER_ADDRESSES"}, {"value", slicebuilder({"a", "b"}, 8)}},
+       -1, "kept TPU_WORKER_HOSTNAMES=\"a,b\""},
+      // ... one that does not is not used, and M7 warns.
+      {"slicebuilder-user-hostnames-not-dividing", "4x4",
+       json::parse(R"([{"name": "TPU_WORKER_HOSTNAMES", "value": "a,b,c"}])"),
+       "TORCH_TPU_SLICEBUILDER_ADDRESSES",
+       json{{"name", "TORCH_TPU_SLICEBUILDER_ADDRESSES"}, {"value", slicebuilder(dns(0, 4), 4)}},
+       -1,
+       "container \"ray-worker\": TPU_WORKER_HOSTNAMES has 3 entries, which do not divide the "
+       "slice's 16 chips; TORCH_TPU_SLICEBUILDER_ADDRESSES uses the webhook's host list instead"},
+      {"slicebuilder-user-hostnames-empty-entry", "4x4",
+       json::parse(R"([{"name": "TPU_WORKER_HOSTNAMES", "value": "a,,b,c"}])"),
+       "TORCH_TPU_SLICEBUILDER_ADDRESSES",
+       json{{"name", "TORCH_TPU_SLICEBUILDER_ADDRESSES"}, {"value", slicebuilder(dns(0, 4), 4)}},
+       -1,
+       "container \"ray-worker\": TPU_WORKER_HOSTNAMES \"a,,b,c\" has an empty entry; "
+       "TORCH_TPU_SLICEBUILDER_ADDRESSES uses the webhook's host list instead"},
+      {"slicebuilder-valuefrom-hostnames", "4x4",
+       json::array({{{"name", "TPU_WORKER_HOSTNAMES"}, {"valueFrom", kUserFrom}}}),
+       "TORCH_TPU_SLICEBUILDER_ADDRESSES",
+       json{{"name", "TORCH_TPU_SLICEBUILDER_ADDRESSES"}, {"value", slicebuilder(dns(0, 4), 4)}},
+       -1, ""},
+      // Single host: localhost, whatever the container sets.
+      {"slicebuilder-single-host-ignores-hostnames", "2x4",
+       json::parse(R"([{"name": "TPU_WORKER_HOSTNAMES", "value": "a,b"}])"),
+       "TORCH_TPU_SLICEBUILDER_ADDRESSES",
+       json{{"name", "TORCH_TPU_SLICEBUILDER_ADDRESSES"},
+            {"value", slicebuilder({"localhost"}, 8)}},
+       -1, ""},
+      // M5.4 TPU_WORKER_ID (host 2 of 4 in these rows; single host: 0).
+      {"worker-id-literal-replaced-in-place", "4x4",
+       json::parse(R"([{"name": "TPU_WORKER_ID", "value": "0"}, {"name": "X", "value": "1"}])"),
+       "TPU_WORKER_ID", json{{"name", "TPU_WORKER_ID"}, {"value", "2"}}, 0,
+       "container \"ray-worker\": replaced TPU_WORKER_ID=\"0\" with \"2\": a template value is "
+       "copied to every host, so the webhook sets the ID of each host"},
+      {"worker-id-equal-untouched", "4x4",
+       json::parse(R"([{"name": "TPU_WORKER_ID", "value": "2"}])"), "TPU_WORKER_ID",
+       json{{"name", "TPU_WORKER_ID"}, {"value", "2"}}, 0, ""},
+      {"worker-id-empty-in-place", "4x4",
+       json::parse(R"([{"name": "TPU_WORKER_ID", "value": ""}, {"name": "X", "value": "1"}])"),
+       "TPU_WORKER_ID", json{{"name", "TPU_WORKER_ID"}, {"value", "2"}}, 0, ""},
+      {"worker-id-valuefrom-kept", "4x4",
+       json::array({{{"name", "TPU_WORKER_ID"}, {"valueFrom", kUserFrom}}}), "TPU_WORKER_ID",
+       json{{"name", "TPU_WORKER_ID"}, {"valueFrom", kUserFrom}}, 0, ""},
+      {"worker-id-duplicate-last-replaced", "4x4",
+       json::parse(
+           R"([{"name": "TPU_WORKER_ID", "value": "7"}, {"name": "TPU_WORKER_ID", "value": "0"}])"),
+       "TPU_WORKER_ID", json{{"name", "TPU_WORKER_ID"}, {"value", "2"}}, 1,
+       "replaced TPU_WORKER_ID=\"0\" with \"2\""},
+      {"worker-id-single-host", "2x4", json::parse(R"([{"name": "TPU_WORKER_ID", "value": "5"}])"),
+       "TPU_WORKER_ID", json{{"name", "TPU_WORKER_ID"}, {"value", "0"}}, 0,
+       "replaced TPU_WORKER_ID=\"5\" with \"0\""},
+      // M5.5 TPU_NAME.
+      {"tpu-name-user-kept", "4x4", json::parse(R"([{"name": "TPU_NAME", "value": "mine"}])"),
+       "TPU_NAME", json{{"name", "TPU_NAME"}, {"value", "mine"}}, 0,
+       "kept TPU_NAME=\"mine\" from the Pod spec, but this slice needs \"g-0\""},
+      {"tpu-name-empty-in-place", "4x4",
+       json::parse(R"([{"name": "TPU_NAME", "value": ""}, {"name": "X", "value": "1"}])"),
+       "TPU_NAME", json{{"name", "TPU_NAME"}, {"value", "g-0"}}, 0, ""},
+      // M5.6 device plugin.
+      {"host-ip-user-kept", "4x4",
+       json::array({{{"name", "TPU_DEVICE_PLUGIN_HOST_IP"}, {"value", "10.0.0.1"}}}),
+       "TPU_DEVICE_PLUGIN_HOST_IP",
+       json{{"name", "TPU_DEVICE_PLUGIN_HOST_IP"}, {"value", "10.0.0.1"}}, 0, ""},
+      {"host-ip-empty-in-place", "4x4",
+       json::parse(
+           R"([{"name": "TPU_DEVICE_PLUGIN_HOST_IP", "value": ""}, {"name": "X", "value": "1"}])"),
+       "TPU_DEVICE_PLUGIN_HOST_IP",
+       json{{"name", "TPU_DEVICE_PLUGIN_HOST_IP"}, {"valueFrom", kHostIp}}, 0, ""},
+      {"plugin-addr-user-kept", "4x4",
+       json::parse(
+           R"([{"name": "TPU_DEVICE_PLUGIN_ADDR", "value": "$(TPU_DEVICE_PLUGIN_HOST_IP):2113"}])"),
+       "TPU_DEVICE_PLUGIN_ADDR",
+       json{{"name", "TPU_DEVICE_PLUGIN_ADDR"}, {"value", "$(TPU_DEVICE_PLUGIN_HOST_IP):2113"}}, 0,
+       "kept TPU_DEVICE_PLUGIN_ADDR=\"$(TPU_DEVICE_PLUGIN_HOST_IP):2113\""},
+  }));
   CAPTURE(row);
   json pod = one_container("tpu-v6e-slice", topo, topo == "4x4" ? 4 : 8, env);
   Outcome r = run("present-" + row, pod, at(0, topo == "4x4" ? 2 : 0));
@@ -525,20 +541,21 @@ TEST_CASE("M5: each var is set only if not present, with the spec's exceptions",
 }
 
 TEST_CASE("M5.2: TPU_PROCESS_ADDRESSES exceptions on tpu7x", "[podpatch][mutate]") {
-  auto [row, topo, chips, user, want, warned] =
-      GENERATE(table<std::string, std::string, int, std::string, std::string, bool>({
-          // Multi-host: a value containing localhost is replaced.
-          {"multi-host-localhost", "2x2x2", 4, "localhost:8471",
-           "g-0-0.c-headless:8471,g-0-1.c-headless:8471", false},
-          {"multi-host-mixed-localhost", "2x2x2", 4, "localhost:8471,h1:8471",
-           "g-0-0.c-headless:8471,g-0-1.c-headless:8471", false},
-          {"multi-host-user", "2x2x2", 4, "h0:8471,h1:8471", "h0:8471,h1:8471", true},
-          {"multi-host-empty", "2x2x2", 4, "", "g-0-0.c-headless:8471,g-0-1.c-headless:8471", false},
-      }));
+  auto [row, topo, chips, user, want,
+        warned] = GENERATE(table<std::string, std::string, int, std::string, std::string, bool>({
+      // Multi-host: a value containing localhost is replaced.
+      {"multi-host-localhost", "2x2x2", 4, "localhost:8471",
+       "g-0-0.c-headless:8471,g-0-1.c-headless:8471", false},
+      {"multi-host-mixed-localhost", "2x2x2", 4, "localhost:8471,h1:8471",
+       "g-0-0.c-headless:8471,g-0-1.c-headless:8471", false},
+      {"multi-host-user", "2x2x2", 4, "h0:8471,h1:8471", "h0:8471,h1:8471", true},
+      {"multi-host-empty", "2x2x2", 4, "", "g-0-0.c-headless:8471,g-0-1.c-headless:8471", false},
+  }));
   CAPTURE(row);
-  Outcome r = run("process-addresses-" + row,
-                  one_container("tpu7x", topo, chips,
-                                json::array({{{"name", "TPU_PROCESS_ADDRESSES"}, {"value", user}}})));
+  Outcome r =
+      run("process-addresses-" + row,
+          one_container("tpu7x", topo, chips,
+                        json::array({{{"name", "TPU_PROCESS_ADDRESSES"}, {"value", user}}})));
   CHECK(r.value("TPU_PROCESS_ADDRESSES") == want);
   CHECK(r.count("TPU_PROCESS_ADDRESSES") == 1);
   CHECK(r.names()[0] == "TPU_PROCESS_ADDRESSES");  // in place
@@ -547,13 +564,17 @@ TEST_CASE("M5.2: TPU_PROCESS_ADDRESSES exceptions on tpu7x", "[podpatch][mutate]
 
 TEST_CASE("M5.2: on a single tpu7x host a localhost TPU_PROCESS_ADDRESSES is kept",
           "[podpatch][mutate]") {
-  json pod = worker("tpu7x", "2x2x1",
-                    {tpu_container("numa-0", 2, json::parse(R"([{"name": "TPU_PROCESS_ADDRESSES", "value": "localhost:8471"}])")),
-                     tpu_container("numa-1", 2)});
+  json pod =
+      worker("tpu7x", "2x2x1",
+             {tpu_container(
+                  "numa-0", 2,
+                  json::parse(R"([{"name": "TPU_PROCESS_ADDRESSES", "value": "localhost:8471"}])")),
+              tpu_container("numa-1", 2)});
   Outcome r = run("process-addresses-single-host-kept", pod);
   CHECK(r.value("TPU_PROCESS_ADDRESSES", 0) == "localhost:8471");
   CHECK(r.value("TPU_PROCESS_ADDRESSES", 1) == "localhost:8471,localhost:8472");
-  CHECK(any_contains(r.warnings, "container \"numa-0\": kept TPU_PROCESS_ADDRESSES=\"localhost:8471\""));
+  CHECK(any_contains(r.warnings,
+                     "container \"numa-0\": kept TPU_PROCESS_ADDRESSES=\"localhost:8471\""));
   CHECK(r.value("TPU_PROCESS_PORT", 0) == "8471");
   CHECK(r.value("TPU_PROCESS_PORT", 1) == "8472");
 }
@@ -592,7 +613,8 @@ TEST_CASE("M4: hostname, subdomain and affinity of a multi-host Pod", "[podpatch
   auto [row, labels, key, value] = GENERATE(table<std::string, json, std::string, std::string>({
       // KubeRay >= 1.5 with the gate on: the replica-name label keeps the slice together.
       {"replica-name",
-       json{{"ray.io/worker-group-replica-name", "g-x7k2b"}, {"ray.io/replica-host-index", "3"},
+       json{{"ray.io/worker-group-replica-name", "g-x7k2b"},
+            {"ray.io/replica-host-index", "3"},
             {"ray.io/worker-group-replica-index", "1"}},
        "ray.io/worker-group-replica-name", "g-x7k2b"},
       // Without the host index the replica name is not trusted: replicaIndex.
@@ -613,7 +635,8 @@ TEST_CASE("M4: hostname, subdomain and affinity of a multi-host Pod", "[podpatch
   json expected = json::object();
   podpatch::merge_affinity(expected, {key, value, "c", "cloud.google.com/gce-topology-block"});
   CHECK(r.mutated["spec"]["affinity"] == expected["spec"]["affinity"]);
-  const json& term = r.mutated["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0];
+  const json& term = r.mutated["spec"]["affinity"]["podAffinity"]
+                              ["requiredDuringSchedulingIgnoredDuringExecution"][0];
   CHECK(term["labelSelector"]["matchExpressions"][0] ==
         json{{"key", key}, {"operator", "In"}, {"values", {value}}});
   CHECK(term["labelSelector"]["matchExpressions"][1] ==
@@ -622,16 +645,18 @@ TEST_CASE("M4: hostname, subdomain and affinity of a multi-host Pod", "[podpatch
 }
 
 TEST_CASE("M4: an existing hostname or subdomain is replaced, M7 warns", "[podpatch][mutate]") {
-  auto [row, hostname, subdomain, warnings] =
-      GENERATE(table<std::string, json, json, std::vector<std::string>>({
-          {"different", json("mine"), json("svc"),
-           {"replaced spec.hostname \"mine\" with \"g-0-1\" so the slice's peers can resolve this Pod",
-            "replaced spec.subdomain \"svc\" with \"c-headless\" so the slice's peers can resolve "
-            "this Pod"}},
-          {"empty", json(""), json(""), std::vector<std::string>{}},
-          {"same", json("g-0-1"), json("c-headless"), std::vector<std::string>{}},
-          {"null", json(), json(), std::vector<std::string>{}},
-      }));
+  auto [row, hostname, subdomain,
+        warnings] = GENERATE(table<std::string, json, json, std::vector<std::string>>({
+      {"different",
+       json("mine"),
+       json("svc"),
+       {"replaced spec.hostname \"mine\" with \"g-0-1\" so the slice's peers can resolve this Pod",
+        "replaced spec.subdomain \"svc\" with \"c-headless\" so the slice's peers can resolve "
+        "this Pod"}},
+      {"empty", json(""), json(""), std::vector<std::string>{}},
+      {"same", json("g-0-1"), json("c-headless"), std::vector<std::string>{}},
+      {"null", json(), json(), std::vector<std::string>{}},
+  }));
   CAPTURE(row);
   json pod = one_container("tpu-v6e-slice", "4x4", 4);
   pod["spec"]["hostname"] = hostname;
@@ -645,7 +670,8 @@ TEST_CASE("M4: an existing hostname or subdomain is replaced, M7 warns", "[podpa
 TEST_CASE("M3: the replicaIndex label is added only when the plan says so", "[podpatch][mutate]") {
   auto [row, add, labels_before] = GENERATE(table<std::string, bool, json>({
       {"added", true, json{{"ray.io/cluster", "c"}, {"ray.io/group", "g"}}},
-      {"overwritten", true, json{{"ray.io/cluster", "c"}, {"ray.io/group", "g"}, {"replicaIndex", "g-9"}}},
+      {"overwritten", true,
+       json{{"ray.io/cluster", "c"}, {"ray.io/group", "g"}, {"replicaIndex", "g-9"}}},
       {"not-added", false, json{{"ray.io/cluster", "c"}, {"ray.io/group", "g"}}},
   }));
   CAPTURE(row);
@@ -663,7 +689,8 @@ TEST_CASE("M3: the replicaIndex label is added only when the plan says so", "[po
 }
 
 TEST_CASE("M5: custom port bases", "[podpatch][mutate]") {
-  json pod = one_container("tpu7x", "2x2x2", 4, json::parse(R"([{"name": "MEGASCALE_NUM_SLICES", "value": "2"}])"));
+  json pod = one_container("tpu7x", "2x2x2", 4,
+                           json::parse(R"([{"name": "MEGASCALE_NUM_SLICES", "value": "2"}])"));
   topology::Ports ports;
   ports.tpu_process_base = 9000;
   ports.megascale_base = 9100;
@@ -679,12 +706,16 @@ TEST_CASE("M5: custom port bases", "[podpatch][mutate]") {
   CHECK(r.value("TPU_DEVICE_PLUGIN_ADDR") == "$(TPU_DEVICE_PLUGIN_HOST_IP):3000");
 }
 
-TEST_CASE("M6: nothing but the TPU containers' env, the labels and the Pod spec fields of M4 "
-          "changes",
-          "[podpatch][mutate]") {
-  json pod = worker("tpu-v6e-slice", "4x4",
-                    {json{{"name", "init-like"}, {"image", "busybox"}, {"env", json::array({{{"name", "A"}, {"value", "1"}}})}},
-                     tpu_container("ray-worker", 4, json::parse(R"([{"name": "B", "value": "2"}])"))});
+TEST_CASE(
+    "M6: nothing but the TPU containers' env, the labels and the Pod spec fields of M4 "
+    "changes",
+    "[podpatch][mutate]") {
+  json pod =
+      worker("tpu-v6e-slice", "4x4",
+             {json{{"name", "init-like"},
+                   {"image", "busybox"},
+                   {"env", json::array({{{"name", "A"}, {"value", "1"}}})}},
+              tpu_container("ray-worker", 4, json::parse(R"([{"name": "B", "value": "2"}])"))});
   pod["spec"]["initContainers"] = json::array({tpu_container("init", 4)});
   pod["spec"]["tolerations"] = json::array({{{"key", "google.com/tpu"}, {"operator", "Exists"}}});
   Options o = at(0, 3);

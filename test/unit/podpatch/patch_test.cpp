@@ -1,10 +1,10 @@
 // podpatch::diff must give exactly nlohmann::json::diff's operations (M6: the patches the webhook
 // sends do not change with the faster diff).
-#include <catch2/catch.hpp>
+#include "podpatch/patch.h"
 
+#include <catch2/catch.hpp>
 #include <random>
 
-#include "podpatch/patch.h"
 #include "support/test_support.h"
 
 using testing::json;
@@ -16,11 +16,16 @@ json random_json(std::mt19937& rng, int depth) {
   std::uniform_int_distribution<int> kind(0, depth > 0 ? 7 : 4);
   std::uniform_int_distribution<int> small(0, 4);
   switch (kind(rng)) {
-    case 0: return nullptr;
-    case 1: return small(rng) % 2 == 0;
-    case 2: return small(rng);
-    case 3: return small(rng) + 0.5;
-    case 4: return std::string(1, static_cast<char>('a' + small(rng)));
+    case 0:
+      return nullptr;
+    case 1:
+      return small(rng) % 2 == 0;
+    case 2:
+      return small(rng);
+    case 3:
+      return small(rng) + 0.5;
+    case 4:
+      return std::string(1, static_cast<char>('a' + small(rng)));
     case 5:
     case 6: {
       json o = json::object();

@@ -1,11 +1,10 @@
 // lib/podpatch/placement: docs/spec.md M3 (replica r, host h) from KubeRay's labels (M3.1, M3.2),
 // from the webhook's own earlier placement, and legacy placement over existing Pods (M3.3).
-#include <catch2/catch.hpp>
+#include "podpatch/placement.h"
 
+#include <catch2/catch.hpp>
 #include <string>
 #include <vector>
-
-#include "podpatch/placement.h"
 
 using podpatch::GroupKey;
 using podpatch::Holder;
@@ -22,8 +21,9 @@ json worker(const json& labels) {
           {"spec",
            {{"containers", json::array({{{"name", "ray-worker"},
                                          {"resources", {{"limits", {{"google.com/tpu", "4"}}}}}}})},
-            {"nodeSelector", {{"cloud.google.com/gke-tpu-accelerator", "tpu-v6e-slice"},
-                              {"cloud.google.com/gke-tpu-topology", "4x4"}}}}}};
+            {"nodeSelector",
+             {{"cloud.google.com/gke-tpu-accelerator", "tpu-v6e-slice"},
+              {"cloud.google.com/gke-tpu-topology", "4x4"}}}}}};
 }
 
 // labels ray.io/worker-group-replica-index and ray.io/replica-host-index; "-" leaves one out.
@@ -129,7 +129,8 @@ TEST_CASE("path_name: metrics call the stateless paths \"labels\"", "[podpatch][
 
 TEST_CASE("M3: group_key", "[podpatch][placement]") {
   auto [metadata, want] = GENERATE(table<json, std::optional<GroupKey>>({
-      {json::parse(R"({"namespace": "ns", "labels": {"ray.io/cluster": "c", "ray.io/group": "g"}})"),
+      {json::parse(
+           R"({"namespace": "ns", "labels": {"ray.io/cluster": "c", "ray.io/group": "g"}})"),
        GroupKey{"ns", "c", "g"}},
       // No namespace on the object: the request's.
       {json::parse(R"({"labels": {"ray.io/cluster": "c", "ray.io/group": "g"}})"),
@@ -159,9 +160,11 @@ json id_value(const std::string& v) { return {{"name", "TPU_WORKER_ID"}, {"value
 // A Pod this webhook placed before: label replicaIndex and TPU_WORKER_ID per TPU container.
 json placed_pod(const std::string& accelerator, const std::string& replica_label,
                 const std::vector<json>& worker_ids) {
-  json pod = {{"metadata", {{"name", "placed"}, {"labels", {{"ray.io/cluster", "c"}, {"ray.io/group", "g"}}}}},
-              {"spec", {{"containers", json::array()},
-                        {"nodeSelector", {{"cloud.google.com/gke-tpu-accelerator", accelerator}}}}}};
+  json pod = {{"metadata",
+               {{"name", "placed"}, {"labels", {{"ray.io/cluster", "c"}, {"ray.io/group", "g"}}}}},
+              {"spec",
+               {{"containers", json::array()},
+                {"nodeSelector", {{"cloud.google.com/gke-tpu-accelerator", accelerator}}}}}};
   if (!replica_label.empty()) {
     pod["metadata"]["labels"]["replicaIndex"] = replica_label;
   }
@@ -171,7 +174,9 @@ json placed_pod(const std::string& accelerator, const std::string& replica_label
   int k = 0;
   for (const json& id : worker_ids) {
     json c = {{"name", "tpu-" + std::to_string(k++)},
-              {"resources", {{"limits", {{"google.com/tpu", std::to_string(4 / static_cast<int>(worker_ids.size()))}}}}},
+              {"resources",
+               {{"limits",
+                 {{"google.com/tpu", std::to_string(4 / static_cast<int>(worker_ids.size()))}}}}},
               {"env", json::array()}};
     if (!id.is_null()) {
       c["env"].push_back(id);
@@ -184,8 +189,8 @@ json placed_pod(const std::string& accelerator, const std::string& replica_label
 }  // namespace
 
 TEST_CASE("M3.3: recorded_slot reads the webhook's earlier placement", "[podpatch][placement]") {
-  auto [row, accelerator, replica_label, ids, want] =
-      GENERATE(table<std::string, std::string, std::string, std::vector<json>, std::optional<Slot>>({
+  auto [row, accelerator, replica_label, ids, want] = GENERATE(
+      table<std::string, std::string, std::string, std::vector<json>, std::optional<Slot>>({
           {"v6e", "tpu-v6e-slice", "g-2", {id_value("3")}, Slot{2, 3}},
           {"v6e host 0", "tpu-v6e-slice", "g-0", {id_value("0")}, Slot{0, 0}},
           // TPU7x: TPU_WORKER_ID = h x TPU containers + k, so the host is id / containers.
@@ -205,7 +210,9 @@ TEST_CASE("M3.3: recorded_slot reads the webhook's earlier placement", "[podpatc
           {"no TPU_WORKER_ID", "tpu-v6e-slice", "g-2", {json()}, std::nullopt},
           {"empty TPU_WORKER_ID", "tpu-v6e-slice", "g-2", {id_value("")}, std::nullopt},
           {"bad TPU_WORKER_ID", "tpu-v6e-slice", "g-2", {id_value("-1")}, std::nullopt},
-          {"valueFrom TPU_WORKER_ID", "tpu-v6e-slice", "g-2",
+          {"valueFrom TPU_WORKER_ID",
+           "tpu-v6e-slice",
+           "g-2",
            {json{{"name", "TPU_WORKER_ID"}, {"valueFrom", {{"fieldRef", {{"fieldPath", "x"}}}}}}},
            std::nullopt},
           {"not a TPU Pod", "tpu-v6e-slice", "g-2", std::vector<json>{}, std::nullopt},
@@ -251,9 +258,10 @@ TEST_CASE("M3.3: choose_slot, lowest replica with a free host, then lowest free 
 }
 
 TEST_CASE("M3.3: two Pods on one slot are AlreadyExists naming both", "[podpatch][placement]") {
-  std::vector<Holder> holders = {{"w-aaaaa", {0, 0}}, {"w-bbbbb", {0, 1}}, {"w-ccccc", {0, 1}},
-                                 {"w-ddddd", {1, 0}}};
-  webhook::Result<Slot> slot = podpatch::choose_slot(holders, 2, GroupKey{"team", "rc", "tpu-group"});
+  std::vector<Holder> holders = {
+      {"w-aaaaa", {0, 0}}, {"w-bbbbb", {0, 1}}, {"w-ccccc", {0, 1}}, {"w-ddddd", {1, 0}}};
+  webhook::Result<Slot> slot =
+      podpatch::choose_slot(holders, 2, GroupKey{"team", "rc", "tpu-group"});
   REQUIRE_FALSE(slot.has_value());
   CHECK(slot.error().code == webhook::ErrorCode::kAlreadyExists);
   CHECK(slot.error().message ==

@@ -1,14 +1,14 @@
 // lib/podpatch/pod_view: docs/spec.md Terms "TPU container", "chips per host", the topology
 // precedence of "Slice", M4's Kueue-managed triggers, and the JSON shape checks that keep malformed
 // Pods from reaching mutate (M2-style denials that name the field).
-#include <catch2/catch.hpp>
+#include "podpatch/pod_view.h"
 
+#include <catch2/catch.hpp>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "podpatch/keys.h"
-#include "podpatch/pod_view.h"
 
 using podpatch::json;
 using podpatch::PodView;
@@ -102,11 +102,11 @@ TEST_CASE("PodView: names for messages", "[podpatch][pod_view]") {
   CHECK_FALSE(view->topology().has_value());
 }
 
-TEST_CASE("Terms/chips per host: request, else limit; numbers or strings",
-          "[podpatch][pod_view]") {
+TEST_CASE("Terms/chips per host: request, else limit; numbers or strings", "[podpatch][pod_view]") {
   auto [resources, chips] = GENERATE(table<json, int>({
       // Good rows.
-      {json::parse(R"({"requests": {"google.com/tpu": "4"}, "limits": {"google.com/tpu": "4"}})"), 4},
+      {json::parse(R"({"requests": {"google.com/tpu": "4"}, "limits": {"google.com/tpu": "4"}})"),
+       4},
       {json::parse(R"({"limits": {"google.com/tpu": "4"}})"), 4},
       {json::parse(R"({"requests": {"google.com/tpu": "8"}})"), 8},
       {json::parse(R"({"requests": {"google.com/tpu": 4}, "limits": {"google.com/tpu": 4}})"), 4},
@@ -114,11 +114,14 @@ TEST_CASE("Terms/chips per host: request, else limit; numbers or strings",
       // A signed JSON integer, as webhook-dryrun makes of a YAML `google.com/tpu: 4`.
       {json{{"limits", {{"google.com/tpu", std::int64_t{4}}}}}, 4},
       // The request wins when both are set (Terms; Kubernetes requires them equal anyway).
-      {json::parse(R"({"requests": {"google.com/tpu": "4"}, "limits": {"google.com/tpu": "8"}})"), 4},
+      {json::parse(R"({"requests": {"google.com/tpu": "4"}, "limits": {"google.com/tpu": "8"}})"),
+       4},
       {json::parse(R"({"requests": {"google.com/tpu": 2}, "limits": {"google.com/tpu": "8"}})"), 2},
       // A zero request counts as missing: the limit decides.
-      {json::parse(R"({"requests": {"google.com/tpu": "0"}, "limits": {"google.com/tpu": "4"}})"), 4},
-      {json::parse(R"({"requests": {"google.com/tpu": null}, "limits": {"google.com/tpu": "4"}})"), 4},
+      {json::parse(R"({"requests": {"google.com/tpu": "0"}, "limits": {"google.com/tpu": "4"}})"),
+       4},
+      {json::parse(R"({"requests": {"google.com/tpu": null}, "limits": {"google.com/tpu": "4"}})"),
+       4},
       {json::parse(R"({"requests": {"google.com/tpu": "007"}})"), 7},
       {json::parse(R"({"requests": {"google.com/tpu": "1024"}})"), 1024},
       // Not a TPU container: zero or absent (Terms), or only other resources.
@@ -282,8 +285,7 @@ TEST_CASE("PodView: a Pod that is not a JSON object", "[podpatch][pod_view]") {
 
 TEST_CASE("PodView: null and absent optional fields are fine", "[podpatch][pod_view]") {
   auto pod = GENERATE(
-      json::object(),
-      json::parse(R"({"metadata": null, "spec": null})"),
+      json::object(), json::parse(R"({"metadata": null, "spec": null})"),
       json::parse(R"({"metadata": {"labels": null, "annotations": null, "name": null},
                       "spec": {"nodeSelector": null, "containers": null, "affinity": null,
                                "hostname": null}})"),
@@ -291,7 +293,8 @@ TEST_CASE("PodView: null and absent optional fields are fine", "[podpatch][pod_v
       json::parse(R"({"spec": {"affinity": {"podAffinity": null, "nodeAffinity": {"x": 1}}}})"),
       // Env of a container without TPUs is not the webhook's business.
       json::parse(R"({"spec": {"containers": [{"name": "c", "env": "not checked"}]}})"),
-      json::parse(R"({"spec": {"containers": [{"name": "c", "resources": {"limits": {"google.com/tpu": "4"}},
+      json::parse(
+          R"({"spec": {"containers": [{"name": "c", "resources": {"limits": {"google.com/tpu": "4"}},
                                                 "env": null}]}})"));
   CAPTURE(pod.dump());
   webhook::Result<PodView> view = PodView::create(pod);
@@ -315,9 +318,9 @@ TEST_CASE("Terms/Slice: the subslice annotation wins over the nodeSelector topol
            "nodeSelector cloud.google.com/gke-tpu-topology"},
       }));
   CAPTURE(annotations.dump(), node_selector.dump());
-  std::optional<podpatch::TopologyField> t = podpatch::topology_field(
-      annotations.is_null() ? nullptr : &annotations,
-      node_selector.is_null() ? nullptr : &node_selector);
+  std::optional<podpatch::TopologyField> t =
+      podpatch::topology_field(annotations.is_null() ? nullptr : &annotations,
+                               node_selector.is_null() ? nullptr : &node_selector);
   REQUIRE(t.has_value());
   CHECK(t->value == value);
   CHECK(t->field == field);
@@ -332,7 +335,7 @@ TEST_CASE("Terms/Slice: the subslice annotation wins over the nodeSelector topol
 }
 
 TEST_CASE("Terms/Slice: no topology anywhere", "[podpatch][pod_view]") {
-  const json annotations = {{"cloud.google.com/gke-tpu-topology", "4x4"}};  // wrong place
+  const json annotations = {{"cloud.google.com/gke-tpu-topology", "4x4"}};          // wrong place
   const json node_selector = {{"cloud.google.com/gke-tpu-slice-topology", "4x4"}};  // wrong place
   CHECK_FALSE(podpatch::topology_field(nullptr, nullptr).has_value());
   CHECK_FALSE(podpatch::topology_field(&annotations, &node_selector).has_value());
@@ -343,7 +346,9 @@ TEST_CASE("M4: kueue_managed has three triggers", "[podpatch][pod_view]") {
       // The three triggers.
       {json{{"kueue.x-k8s.io/queue-name", "user-queue"}}, json(), true},
       {json{{"kueue.x-k8s.io/queue-name", ""}}, json(), true},  // present is enough
-      {json(), json{{"kueue.x-k8s.io/podset-required-topology", "cloud.google.com/gce-topology-block"}}, true},
+      {json(),
+       json{{"kueue.x-k8s.io/podset-required-topology", "cloud.google.com/gce-topology-block"}},
+       true},
       {json(), json{{"cloud.google.com/skip-tpu-webhook-check", "true"}}, true},
       // Not triggers.
       {json(), json(), false},
@@ -389,14 +394,14 @@ TEST_CASE("M4: required_pod_affinity_terms", "[podpatch][pod_view]") {
   webhook::Result<PodView> view = PodView::create(pod);
   REQUIRE(view.has_value());
   REQUIRE(view->required_pod_affinity_terms() != nullptr);
-  CHECK(*view->required_pod_affinity_terms() ==
-        json::parse(R"([{"topologyKey": "k"}])"));
+  CHECK(*view->required_pod_affinity_terms() == json::parse(R"([{"topologyKey": "k"}])"));
 }
 
 TEST_CASE("find_tpu_containers prefixes messages with `where` (V1 uses the template path)",
           "[podpatch][pod_view]") {
   SECTION("good") {
-    json containers = json::parse(R"([{"name": "a", "resources": {"limits": {"google.com/tpu": "4"}}},
+    json containers =
+        json::parse(R"([{"name": "a", "resources": {"limits": {"google.com/tpu": "4"}}},
                                       {"name": "b"}])");
     webhook::Result<std::vector<podpatch::TpuContainer>> tpu =
         podpatch::find_tpu_containers(&containers, "template.spec.containers");
@@ -406,7 +411,8 @@ TEST_CASE("find_tpu_containers prefixes messages with `where` (V1 uses the templ
     CHECK(podpatch::find_tpu_containers(nullptr, "x")->empty());
   }
   SECTION("bad") {
-    json containers = json::parse(R"([{"name": "a", "resources": {"limits": {"google.com/tpu": "four"}}}])");
+    json containers =
+        json::parse(R"([{"name": "a", "resources": {"limits": {"google.com/tpu": "four"}}}])");
     webhook::Result<std::vector<podpatch::TpuContainer>> tpu =
         podpatch::find_tpu_containers(&containers, "template.spec.containers");
     REQUIRE_FALSE(tpu.has_value());

@@ -1,14 +1,13 @@
 // lib/podpatch/reasons.h: the one table of denial reasons, and docs/server.md "Denial reasons",
 // which must list exactly the same names.
-#include <catch2/catch.hpp>
+#include "podpatch/reasons.h"
 
+#include <catch2/catch.hpp>
 #include <fstream>
 #include <regex>
 #include <set>
 #include <sstream>
 #include <string>
-
-#include "podpatch/reasons.h"
 
 namespace {
 

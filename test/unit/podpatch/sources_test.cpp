@@ -1,15 +1,14 @@
 // lib/podpatch/sources.h: the value types behind the cluster seams. Slots and group keys order the
 // way docs/spec.md M3.3 assigns ("lowest replica, then lowest host"), so maps keyed by them iterate
 // in assignment order.
-#include <catch2/catch.hpp>
+#include "podpatch/sources.h"
 
+#include <catch2/catch.hpp>
 #include <iterator>
 #include <map>
 #include <set>
 #include <utility>
 #include <vector>
-
-#include "podpatch/sources.h"
 
 using podpatch::GroupKey;
 using podpatch::Slot;

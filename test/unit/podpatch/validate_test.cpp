@@ -1,11 +1,10 @@
 // lib/podpatch/validate: docs/spec.md V1-V4, RayCluster validation with fake NodeSources.
-#include <catch2/catch.hpp>
+#include "podpatch/validate.h"
 
+#include <catch2/catch.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include "podpatch/validate.h"
 
 using podpatch::json;
 using podpatch::Labels;
@@ -118,33 +117,34 @@ Labels tpu_node(const std::string& block, const std::string& subblock = "",
 TEST_CASE("V1/V2: good worker groups pass (the worked examples as RayClusters)",
           "[podpatch][validate]") {
   auto [accelerator, topology, chips, hosts] = GENERATE(table<std::string, std::string, int, int>({
-      {"tpu-v6e-slice", "4x4", 4, 4},          // E1
-      {"tpu-v6e-slice", "2x4", 8, 1},          // E2
-      {"tpu-v6e-slice", "2x4", 4, 2},          // E2 with tpu=4
-      {"tpu-v5-lite-podslice", "4x4", 4, 4},   // E3
-      {"tpu-v4-podslice", "2x2x4", 4, 4},      // E4
-      {"tpu-v5p-slice", "2x2x2", 4, 2},        // E5
-      {"tpu7x", "2x2x2", 4, 2},                // E6
-      {"tpu7x", "2x2x1", 4, 1},                // E7
-      {"tpu7x", "4x4x4", 4, 16},               // E8
+      {"tpu-v6e-slice", "4x4", 4, 4},         // E1
+      {"tpu-v6e-slice", "2x4", 8, 1},         // E2
+      {"tpu-v6e-slice", "2x4", 4, 2},         // E2 with tpu=4
+      {"tpu-v5-lite-podslice", "4x4", 4, 4},  // E3
+      {"tpu-v4-podslice", "2x2x4", 4, 4},     // E4
+      {"tpu-v5p-slice", "2x2x2", 4, 2},       // E5
+      {"tpu7x", "2x2x2", 4, 2},               // E6
+      {"tpu7x", "2x2x1", 4, 1},               // E7
+      {"tpu7x", "4x4x4", 4, 16},              // E8
   }));
   CAPTURE(accelerator, topology, chips);
-  podpatch::ClusterReport v = validate(cluster({group("tpu-group", accelerator, topology, chips, hosts)}));
+  podpatch::ClusterReport v =
+      validate(cluster({group("tpu-group", accelerator, topology, chips, hosts)}));
   CHECK(v.status.ok());
   CHECK(v.denied_group.empty());
   CHECK(reason_of(v).empty());
   CHECK(v.warnings.empty());
 }
 
-TEST_CASE("V1: groups without TPU containers pass whatever else they lack", "[podpatch][validate]") {
+TEST_CASE("V1: groups without TPU containers pass whatever else they lack",
+          "[podpatch][validate]") {
   auto c = GENERATE(
       // No worker groups at all.
       json::parse(R"({"metadata": {"name": "rc"}, "spec": {"headGroupSpec": {}}})"),
       json::parse(R"({"metadata": {"name": "rc"}, "spec": {"workerGroupSpecs": null}})"),
       json::parse(R"({"metadata": {"name": "rc"}, "spec": {"workerGroupSpecs": []}})"),
       // CPU groups: no numOfHosts, no topology, even a broken one.
-      cluster({group("cpu", "", "", 0, json())}),
-      cluster({group("cpu", "", "4x", 0, json(7))}),
+      cluster({group("cpu", "", "", 0, json())}), cluster({group("cpu", "", "4x", 0, json(7))}),
       // google.com/tpu "0" is not a TPU container.
       json::parse(R"({"metadata": {"name": "rc"}, "spec": {"workerGroupSpecs": [{"groupName": "z",
           "template": {"spec": {"containers": [{"name": "c",
@@ -157,12 +157,15 @@ TEST_CASE("V1: groups without TPU containers pass whatever else they lack", "[po
 
 TEST_CASE("V1: a worker group without containers is denied", "[podpatch][validate]") {
   auto [row, g, label] = GENERATE(table<std::string, json, std::string>({
-      {"empty list", json::parse(R"({"groupName": "tpu-group", "template": {"spec": {"containers": []}}})"),
+      {"empty list",
+       json::parse(R"({"groupName": "tpu-group", "template": {"spec": {"containers": []}}})"),
        "\"tpu-group\""},
       {"no containers key", json::parse(R"({"groupName": "tpu-group", "template": {"spec": {}}})"),
        "\"tpu-group\""},
-      {"no template", json::parse(R"({"groupName": "tpu-group", "numOfHosts": 1})"), "\"tpu-group\""},
-      {"containers not a list", json::parse(R"({"groupName": "tpu-group", "template": {"spec": {"containers": {}}}})"),
+      {"no template", json::parse(R"({"groupName": "tpu-group", "numOfHosts": 1})"),
+       "\"tpu-group\""},
+      {"containers not a list",
+       json::parse(R"({"groupName": "tpu-group", "template": {"spec": {"containers": {}}}})"),
        "\"tpu-group\""},
       // Without a groupName the group is named by its index.
       {"no groupName", json::parse(R"({"template": {"spec": {"containers": []}}})"),
@@ -173,9 +176,10 @@ TEST_CASE("V1: a worker group without containers is denied", "[podpatch][validat
   REQUIRE_FALSE(v.status.ok());
   CHECK(v.status.error().code == webhook::ErrorCode::kInvalidArgument);
   CHECK(reason_of(v) == "no_containers");
-  CHECK(v.status.error().message == "RayCluster default/rc: worker group " + label +
-                                 ": template.spec.containers is empty; a worker group needs a "
-                                 "Ray container");
+  CHECK(v.status.error().message ==
+        "RayCluster default/rc: worker group " + label +
+            ": template.spec.containers is empty; a worker group needs a "
+            "Ray container");
   CHECK(v.denied_group == g.value("groupName", ""));
 }
 
@@ -195,32 +199,37 @@ TEST_CASE("V2: numOfHosts missing or 0 is denied", "[podpatch][validate]") {
   CHECK(v.status.error().code == webhook::ErrorCode::kInvalidArgument);
   CHECK(reason_of(v) == "missing_num_of_hosts");
   CHECK(v.denied_group == "tpu-group");
+  CHECK_THAT(
+      v.status.error().message,
+      Catch::StartsWith("RayCluster default/rc: worker group \"tpu-group\": numOfHosts is "));
   CHECK_THAT(v.status.error().message,
-             Catch::StartsWith("RayCluster default/rc: worker group \"tpu-group\": numOfHosts is "));
-  CHECK_THAT(v.status.error().message, Catch::EndsWith("set numOfHosts: 4 (topology 4x4 has 16 chips at "
-                                                "4 chips per host)"));
+             Catch::EndsWith("set numOfHosts: 4 (topology 4x4 has 16 chips at "
+                             "4 chips per host)"));
 }
 
 TEST_CASE("V2: numOfHosts that is not a positive integer is denied", "[podpatch][validate]") {
   auto hosts = GENERATE(json("4"), json(-1), json(1.5), json(true), json::array({4}));
   CAPTURE(hosts.dump());
-  podpatch::ClusterReport v = validate(cluster({group("tpu-group", "tpu-v6e-slice", "4x4", 4, hosts)}));
+  podpatch::ClusterReport v =
+      validate(cluster({group("tpu-group", "tpu-v6e-slice", "4x4", 4, hosts)}));
   REQUIRE_FALSE(v.status.ok());
   CHECK(reason_of(v) == "invalid_num_of_hosts");
-  CHECK(v.status.error().message == "RayCluster default/rc: worker group \"tpu-group\": numOfHosts " +
-                                 hosts.dump() +
-                                 " is not a positive integer; set numOfHosts: 4 (topology 4x4 has "
-                                 "16 chips at 4 chips per host)");
+  CHECK(v.status.error().message ==
+        "RayCluster default/rc: worker group \"tpu-group\": numOfHosts " + hosts.dump() +
+            " is not a positive integer; set numOfHosts: 4 (topology 4x4 has "
+            "16 chips at 4 chips per host)");
 }
 
-TEST_CASE("V2: hosts != numOfHosts is denied with the searchable sentence", "[podpatch][validate]") {
+TEST_CASE("V2: hosts != numOfHosts is denied with the searchable sentence",
+          "[podpatch][validate]") {
   auto [row, g, message] = GENERATE(table<std::string, json, std::string>({
       {"too few", group("tpu-group", "tpu-v6e-slice", "4x4", 4, json(2)),
        "worker group \"tpu-group\": topology 4x4 (nodeSelector cloud.google.com/gke-tpu-topology) "
        "has 16 chips at 4 chips per host, so it needs 4 hosts, but numOfHosts is 2; set "
        "numOfHosts: 4"},
       {"too many", group("tpu-group", "tpu7x", "2x2x2", 4, json(4)),
-       "worker group \"tpu-group\": topology 2x2x2 (nodeSelector cloud.google.com/gke-tpu-topology) "
+       "worker group \"tpu-group\": topology 2x2x2 (nodeSelector "
+       "cloud.google.com/gke-tpu-topology) "
        "has 8 chips at 4 chips per host, so it needs 2 hosts, but numOfHosts is 4; set "
        "numOfHosts: 2"},
       {"single host", group("g1", "tpu-v6e-slice", "2x4", 8, json(2)),
@@ -228,7 +237,8 @@ TEST_CASE("V2: hosts != numOfHosts is denied with the searchable sentence", "[po
        "chips at 8 chips per host, so it needs 1 hosts, but numOfHosts is 2; set numOfHosts: 1"},
       // The subslice annotation is the topology that counts.
       {"subslice", group("sub", "tpu-v6e-slice", "4x4", 4, json(4), "2x4"),
-       "worker group \"sub\": topology 2x4 (annotation cloud.google.com/gke-tpu-slice-topology) has "
+       "worker group \"sub\": topology 2x4 (annotation cloud.google.com/gke-tpu-slice-topology) "
+       "has "
        "8 chips at 4 chips per host, so it needs 2 hosts, but numOfHosts is 4; set numOfHosts: 2"},
   }));
   CAPTURE(row);
@@ -241,39 +251,39 @@ TEST_CASE("V2: hosts != numOfHosts is denied with the searchable sentence", "[po
 }
 
 TEST_CASE("V2: a missing or invalid topology (any M2 rule) is denied", "[podpatch][validate]") {
-  auto [row, g, reason, code, message] =
-      GENERATE(table<std::string, json, std::string, webhook::ErrorCode, std::string>({
-          {"missing", group("tpu-group", "tpu-v6e-slice", "", 4, json(4)), "missing_topology",
-           webhook::ErrorCode::kInvalidArgument,
-           "worker group \"tpu-group\": requests google.com/tpu but sets no TPU topology; add "
-           "nodeSelector cloud.google.com/gke-tpu-topology (such as 4x4) to its template"},
-          {"malformed", group("tpu-group", "tpu-v6e-slice", "4x", 4, json(4)), "invalid_topology",
-           webhook::ErrorCode::kInvalidArgument,
-           "worker group \"tpu-group\": nodeSelector cloud.google.com/gke-tpu-topology: topology "
-           "\"4x\" is invalid: dimension 2 is empty"},
-          {"zero", group("tpu-group", "tpu-v6e-slice", "0x4", 4, json(4)), "invalid_topology",
-           webhook::ErrorCode::kInvalidArgument, "topology \"0x4\" is invalid: dimension 1 \"0\""},
-          {"four dims", group("tpu-group", "tpu-v6e-slice", "4x4x4x4", 4, json(4)),
-           "invalid_topology", webhook::ErrorCode::kInvalidArgument, "it has 4 dimensions"},
-          {"too many chips", group("tpu-group", "tpu7x", "100x100x100", 4, json(4)),
-           "invalid_topology", webhook::ErrorCode::kInvalidArgument,
-           "more chips than the largest TPU slice"},
-          {"bad subslice", group("tpu-group", "tpu-v6e-slice", "4x4", 4, json(2), "2x"),
-           "invalid_topology", webhook::ErrorCode::kInvalidArgument,
-           "worker group \"tpu-group\": annotation cloud.google.com/gke-tpu-slice-topology: topology "
-           "\"2x\" is invalid"},
-          {"chips not dividing", group("tpu-group", "tpu-v6e-slice", "4x4", 3, json(5)),
-           "invalid_chips", webhook::ErrorCode::kFailedPrecondition,
-           "worker group \"tpu-group\": nodeSelector cloud.google.com/gke-tpu-topology: google.com/tpu "
-           "3 chips per host does not divide the 16 chips of topology 4x4"},
-      }));
+  auto [row, g, reason, code,
+        message] = GENERATE(table<std::string, json, std::string, webhook::ErrorCode, std::string>({
+      {"missing", group("tpu-group", "tpu-v6e-slice", "", 4, json(4)), "missing_topology",
+       webhook::ErrorCode::kInvalidArgument,
+       "worker group \"tpu-group\": requests google.com/tpu but sets no TPU topology; add "
+       "nodeSelector cloud.google.com/gke-tpu-topology (such as 4x4) to its template"},
+      {"malformed", group("tpu-group", "tpu-v6e-slice", "4x", 4, json(4)), "invalid_topology",
+       webhook::ErrorCode::kInvalidArgument,
+       "worker group \"tpu-group\": nodeSelector cloud.google.com/gke-tpu-topology: topology "
+       "\"4x\" is invalid: dimension 2 is empty"},
+      {"zero", group("tpu-group", "tpu-v6e-slice", "0x4", 4, json(4)), "invalid_topology",
+       webhook::ErrorCode::kInvalidArgument, "topology \"0x4\" is invalid: dimension 1 \"0\""},
+      {"four dims", group("tpu-group", "tpu-v6e-slice", "4x4x4x4", 4, json(4)), "invalid_topology",
+       webhook::ErrorCode::kInvalidArgument, "it has 4 dimensions"},
+      {"too many chips", group("tpu-group", "tpu7x", "100x100x100", 4, json(4)), "invalid_topology",
+       webhook::ErrorCode::kInvalidArgument, "more chips than the largest TPU slice"},
+      {"bad subslice", group("tpu-group", "tpu-v6e-slice", "4x4", 4, json(2), "2x"),
+       "invalid_topology", webhook::ErrorCode::kInvalidArgument,
+       "worker group \"tpu-group\": annotation cloud.google.com/gke-tpu-slice-topology: topology "
+       "\"2x\" is invalid"},
+      {"chips not dividing", group("tpu-group", "tpu-v6e-slice", "4x4", 3, json(5)),
+       "invalid_chips", webhook::ErrorCode::kFailedPrecondition,
+       "worker group \"tpu-group\": nodeSelector cloud.google.com/gke-tpu-topology: google.com/tpu "
+       "3 chips per host does not divide the 16 chips of topology 4x4"},
+  }));
   CAPTURE(row);
   podpatch::ClusterReport v = validate(cluster({g}));
   REQUIRE_FALSE(v.status.ok());
   CHECK(reason_of(v) == reason);
   CHECK(v.status.error().code == code);
   CHECK_THAT(v.status.error().message, Catch::Contains(message));
-  CHECK_THAT(v.status.error().message, Catch::StartsWith("RayCluster default/rc: worker group \"tpu-group\": "));
+  CHECK_THAT(v.status.error().message,
+             Catch::StartsWith("RayCluster default/rc: worker group \"tpu-group\": "));
 }
 
 TEST_CASE("V2: a malformed google.com/tpu quantity is denied, naming the field",
@@ -283,64 +293,66 @@ TEST_CASE("V2: a malformed google.com/tpu quantity is denied, naming the field",
   podpatch::ClusterReport v = validate(cluster({g}));
   REQUIRE_FALSE(v.status.ok());
   CHECK(reason_of(v) == "invalid_resources");
-  CHECK_THAT(v.status.error().message,
-             Catch::StartsWith("RayCluster default/rc: worker group \"tpu-group\": "
-                               "template.spec.containers[ray-worker].resources.limits[google.com/tpu] "
-                               "\"4.5\" is not a whole number of TPU chips"));
+  CHECK_THAT(
+      v.status.error().message,
+      Catch::StartsWith("RayCluster default/rc: worker group \"tpu-group\": "
+                        "template.spec.containers[ray-worker].resources.limits[google.com/tpu] "
+                        "\"4.5\" is not a whole number of TPU chips"));
 }
 
 TEST_CASE("V3: subsliced groups are checked against the parent topology and the Nodes",
           "[podpatch][validate]") {
   using Nodes = std::optional<std::vector<Labels>>;
-  // Row: accelerator, parent topology ("" none), subslice, numOfHosts (chips 4 per host), the Nodes listed,
-  // and the verdict: a reason and message part, or "" and a warning part ("" none).
-  auto [row, accelerator, parent, subslice, hosts, nodes, reason, text] =
-      GENERATE(table<std::string, std::string, std::string, std::string, int, Nodes, std::string,
-                     std::string>({
-          // Good rows.
-          {"block of 2", "tpu-v6e-slice", "4x4", "2x4", 2,
-           std::vector<Labels>{tpu_node("b1"), tpu_node("b1"), tpu_node("b2")}, "", ""},
-          {"subblock of 4", "tpu-v6e-slice", "4x4", "4x4", 4,
-           std::vector<Labels>{tpu_node("b1", "s1"), tpu_node("b1", "s1"), tpu_node("b1", "s1"),
-                               tpu_node("b1", "s1"), tpu_node("b1", "s2")},
-           "", ""},
-          {"3-D parent", "tpu-v4-podslice", "4x4x4", "2x2x2", 2,
-           std::vector<Labels>{tpu_node("b1"), tpu_node("b1")}, "", ""},
-          {"2-D sub of 3-D parent", "tpu-v6e-slice", "4x4x4", "2x4", 2,
-           std::vector<Labels>{tpu_node("b1"), tpu_node("b1")}, "", ""},
-          // No Nodes (yet), or no API access: allowed with a warning naming the group.
-          {"no nodes", "tpu-v6e-slice", "4x4", "2x4", 2, std::vector<Labels>{}, "",
-           "RayCluster default/rc: worker group \"sub\": this subsliced TPU worker group targets no "
-           "Nodes yet, so its subslice placement cannot be chosen; recreate the RayCluster once its "
-           "TPU Nodes exist"},
-          {"cannot list", "tpu-v6e-slice", "4x4", "2x4", 2, std::nullopt, "",
-           "worker group \"sub\": this subsliced TPU worker group targets no Nodes yet"},
-          // Bad rows.
-          {"no parent", "tpu-v6e-slice", "", "2x4", 2, std::nullopt, "subslice_invalid",
-           "worker group \"sub\": annotation cloud.google.com/gke-tpu-slice-topology=\"2x4\" needs "
-           "the parent slice's topology in nodeSelector cloud.google.com/gke-tpu-topology"},
-          {"parent too small", "tpu-v6e-slice", "2x2", "2x4", 2, std::nullopt, "subslice_invalid",
-           "worker group \"sub\": subslice \"2x4\" does not fit in its parent slice \"2x2\": "
-           "dimension 2 is 4 > 2"},
-          {"parent too small in dim 3", "tpu-v4-podslice", "4x4x4", "2x2x8", 8, std::nullopt, "subslice_invalid",
-           "subslice \"2x2x8\" does not fit in its parent slice \"4x4x4\": dimension 3 is 8 > 4"},
-          {"3-D sub of 2-D parent", "tpu-v6e-slice", "4x4", "2x2x2", 2, std::nullopt, "subslice_invalid",
-           "dimension 3 is 2 > 1"},
-          {"parent malformed", "tpu-v6e-slice", "4xx4", "2x4", 2, std::nullopt, "invalid_topology",
-           "worker group \"sub\": nodeSelector cloud.google.com/gke-tpu-topology: topology \"4xx4\" "
-           "is invalid"},
-          {"no gce labels", "tpu-v6e-slice", "4x4", "2x4", 2,
-           std::vector<Labels>{tpu_node(""), tpu_node(""), tpu_node("")}, "subslice_unplaceable",
-           "worker group \"sub\": the 3 Nodes matching its nodeSelector carry no "
-           "cloud.google.com/gce-topology-* labels, so a subslice cannot be placed; use a node pool "
-           "with dynamic slicing enabled"},
-          {"ambiguous", "tpu-v6e-slice", "4x4", "2x4", 2,
-           std::vector<Labels>{tpu_node("b1", "s1", "h1"), tpu_node("b1", "s2", "h2"),
-                               tpu_node("b1", "s3", "h3")},
-           "subslice_ambiguous",
-           "worker group \"sub\": ambiguous subslice: no TPU host, subblock, block or node pool "
-           "among the 3 matching Nodes has exactly 2 Nodes"},
-      }));
+  // Row: accelerator, parent topology ("" none), subslice, numOfHosts (chips 4 per host), the Nodes
+  // listed, and the verdict: a reason and message part, or "" and a warning part ("" none).
+  auto [row, accelerator, parent, subslice, hosts, nodes, reason,
+        text] = GENERATE(table<std::string, std::string, std::string, std::string, int, Nodes,
+                               std::string, std::string>({
+      // Good rows.
+      {"block of 2", "tpu-v6e-slice", "4x4", "2x4", 2,
+       std::vector<Labels>{tpu_node("b1"), tpu_node("b1"), tpu_node("b2")}, "", ""},
+      {"subblock of 4", "tpu-v6e-slice", "4x4", "4x4", 4,
+       std::vector<Labels>{tpu_node("b1", "s1"), tpu_node("b1", "s1"), tpu_node("b1", "s1"),
+                           tpu_node("b1", "s1"), tpu_node("b1", "s2")},
+       "", ""},
+      {"3-D parent", "tpu-v4-podslice", "4x4x4", "2x2x2", 2,
+       std::vector<Labels>{tpu_node("b1"), tpu_node("b1")}, "", ""},
+      {"2-D sub of 3-D parent", "tpu-v6e-slice", "4x4x4", "2x4", 2,
+       std::vector<Labels>{tpu_node("b1"), tpu_node("b1")}, "", ""},
+      // No Nodes (yet), or no API access: allowed with a warning naming the group.
+      {"no nodes", "tpu-v6e-slice", "4x4", "2x4", 2, std::vector<Labels>{}, "",
+       "RayCluster default/rc: worker group \"sub\": this subsliced TPU worker group targets no "
+       "Nodes yet, so its subslice placement cannot be chosen; recreate the RayCluster once its "
+       "TPU Nodes exist"},
+      {"cannot list", "tpu-v6e-slice", "4x4", "2x4", 2, std::nullopt, "",
+       "worker group \"sub\": this subsliced TPU worker group targets no Nodes yet"},
+      // Bad rows.
+      {"no parent", "tpu-v6e-slice", "", "2x4", 2, std::nullopt, "subslice_invalid",
+       "worker group \"sub\": annotation cloud.google.com/gke-tpu-slice-topology=\"2x4\" needs "
+       "the parent slice's topology in nodeSelector cloud.google.com/gke-tpu-topology"},
+      {"parent too small", "tpu-v6e-slice", "2x2", "2x4", 2, std::nullopt, "subslice_invalid",
+       "worker group \"sub\": subslice \"2x4\" does not fit in its parent slice \"2x2\": "
+       "dimension 2 is 4 > 2"},
+      {"parent too small in dim 3", "tpu-v4-podslice", "4x4x4", "2x2x8", 8, std::nullopt,
+       "subslice_invalid",
+       "subslice \"2x2x8\" does not fit in its parent slice \"4x4x4\": dimension 3 is 8 > 4"},
+      {"3-D sub of 2-D parent", "tpu-v6e-slice", "4x4", "2x2x2", 2, std::nullopt,
+       "subslice_invalid", "dimension 3 is 2 > 1"},
+      {"parent malformed", "tpu-v6e-slice", "4xx4", "2x4", 2, std::nullopt, "invalid_topology",
+       "worker group \"sub\": nodeSelector cloud.google.com/gke-tpu-topology: topology \"4xx4\" "
+       "is invalid"},
+      {"no gce labels", "tpu-v6e-slice", "4x4", "2x4", 2,
+       std::vector<Labels>{tpu_node(""), tpu_node(""), tpu_node("")}, "subslice_unplaceable",
+       "worker group \"sub\": the 3 Nodes matching its nodeSelector carry no "
+       "cloud.google.com/gce-topology-* labels, so a subslice cannot be placed; use a node pool "
+       "with dynamic slicing enabled"},
+      {"ambiguous", "tpu-v6e-slice", "4x4", "2x4", 2,
+       std::vector<Labels>{tpu_node("b1", "s1", "h1"), tpu_node("b1", "s2", "h2"),
+                           tpu_node("b1", "s3", "h3")},
+       "subslice_ambiguous",
+       "worker group \"sub\": ambiguous subslice: no TPU host, subblock, block or node pool "
+       "among the 3 matching Nodes has exactly 2 Nodes"},
+  }));
   CAPTURE(row);
   json g = group("sub", accelerator, parent, 4, json(hosts), subslice);
   FakeNodes fake(nodes);
@@ -359,9 +371,10 @@ TEST_CASE("V3: subsliced groups are checked against the parent topology and the 
     CHECK(reason_of(v) == reason);
     CHECK(v.denied_group == "sub");
     CHECK_THAT(v.status.error().message, Catch::Contains(text));
-    CHECK(v.status.error().code == (reason == "subslice_unplaceable" || reason == "subslice_ambiguous"
-                                 ? webhook::ErrorCode::kFailedPrecondition
-                                 : webhook::ErrorCode::kInvalidArgument));
+    CHECK(v.status.error().code ==
+          (reason == "subslice_unplaceable" || reason == "subslice_ambiguous"
+               ? webhook::ErrorCode::kFailedPrecondition
+               : webhook::ErrorCode::kInvalidArgument));
   }
   // The Nodes are asked for only once the parent checks out, by the template's nodeSelector.
   if (!parent.empty() && reason != "subslice_invalid" && reason != "invalid_topology") {
@@ -395,7 +408,8 @@ TEST_CASE("V3: the Nodes of the template's nodeSelector decide", "[podpatch][val
         cluster({group("sub", "tpu-v6e-slice", "4x4", 4, json(3), "3x4")}), nodes);
     REQUIRE_FALSE(v.status.ok());
     CHECK(reason_of(v) == "subslice_ambiguous");
-    CHECK_THAT(v.status.error().message, Catch::Contains("among the 4 matching Nodes has exactly 3 Nodes"));
+    CHECK_THAT(v.status.error().message,
+               Catch::Contains("among the 4 matching Nodes has exactly 3 Nodes"));
   }
 }
 
@@ -406,7 +420,8 @@ TEST_CASE("V3: Kueue-managed or single-host subsliced groups skip the Node check
           {"cluster queue label", 2, "2x4", 4, "cluster labels", "kueue.x-k8s.io/queue-name", "q"},
           {"cluster skip annotation", 2, "2x4", 4, "cluster annotations",
            "cloud.google.com/skip-tpu-webhook-check", "true"},
-          {"template queue label", 2, "2x4", 4, "template labels", "kueue.x-k8s.io/queue-name", "q"},
+          {"template queue label", 2, "2x4", 4, "template labels", "kueue.x-k8s.io/queue-name",
+           "q"},
           {"template kueue topology", 2, "2x4", 4, "template annotations",
            "kueue.x-k8s.io/podset-required-topology", "cloud.google.com/gce-topology-block"},
           {"template skip annotation", 2, "2x4", 4, "template annotations",
@@ -490,7 +505,8 @@ TEST_CASE("V4: the first failing group decides; every group's warnings are retur
 
 TEST_CASE("V1: malformed workerGroupSpecs are denied", "[podpatch][validate]") {
   auto [row, specs, message] = GENERATE(table<std::string, json, std::string>({
-      {"not a list", json::object(), "RayCluster default/rc: spec.workerGroupSpecs must be an array"},
+      {"not a list", json::object(),
+       "RayCluster default/rc: spec.workerGroupSpecs must be an array"},
       {"group not an object", json::array({"g"}),
        "RayCluster default/rc: spec.workerGroupSpecs[0] must be an object"},
   }));

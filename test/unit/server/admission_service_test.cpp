@@ -2,16 +2,16 @@
 // "Endpoints", without sockets. Every failure
 // is an AdmissionReview denial with the request's uid when one can be read (HTTP 200), else an
 // HTTP error with a one-line JSON Status; the log line and metrics follow each answer.
-#include <catch2/catch.hpp>
+#include "server/admission_service.h"
 
-#include <fstream>
-#include <sstream>
-
-#include <nlohmann/json.hpp>
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/ostream_sink.h>
 
-#include "server/admission_service.h"
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
 #include "kube/live_sources.h"
 #include "kube/pod_sources.h"
 
@@ -88,8 +88,7 @@ const std::string kUidPrefix =
 
 }  // namespace
 
-TEST_CASE("a worker Pod is patched through POST /mutate, uid echoed (Envelope, M6)",
-          "[service]") {
+TEST_CASE("a worker Pod is patched through POST /mutate, uid echoed (Envelope, M6)", "[service]") {
   Fixture f;
   json review = read_fixture("admission/v5e-4x4-host2.json");
   server::HttpReply reply = f.post("/mutate", review.dump());
@@ -134,8 +133,9 @@ TEST_CASE("a Pod review sent to /validate is denied as the wrong kind", "[servic
              Catch::Contains(R"(denials_total{webhook="validate",reason="wrong_kind"} 1)"));
 }
 
-TEST_CASE("envelope failures with a readable uid are AdmissionReview denials (docs/server.md answers)",
-          "[service]") {
+TEST_CASE(
+    "envelope failures with a readable uid are AdmissionReview denials (docs/server.md answers)",
+    "[service]") {
   Fixture f;
   std::string good = read_fixture("admission/v5e-4x4-host2.json").dump();
   std::string uid = read_fixture("admission/v5e-4x4-host2.json")["request"]["uid"];
@@ -146,27 +146,48 @@ TEST_CASE("envelope failures with a readable uid are AdmissionReview denials (do
     std::string message;
     bool close;
   };
-  std::string deep = kUidPrefix + R"("object":)" + std::string(150, '[') + std::string(150, ']') + "}}";
+  std::string deep =
+      kUidPrefix + R"("object":)" + std::string(150, '[') + std::string(150, ']') + "}}";
   std::string truncated = kUidPrefix + R"("kind":{"group":"","vers)";
   std::vector<Case> cases = {
       {"wrong method", {"PUT", "/mutate", "application/json", good}, 405, "method PUT", false},
-      {"too large", {"POST", "/mutate", "application/json", truncated, true, false}, 413,
-       "larger than 65536 bytes", true},
-      {"cut short", {"POST", "/mutate", "application/json", truncated, false, true}, 400,
-       "ended before", true},
-      {"timed out", {"POST", "/mutate", "application/json", truncated, false, true, true}, 408,
-       "--read-timeout", true},
-      {"wrong content type", {"POST", "/mutate", "text/plain", good}, 415,
-       "Content-Type is \"text/plain\"", false},
-      {"missing content type", {"POST", "/validate", "", good}, 415, "Content-Type is missing",
+      {"too large",
+       {"POST", "/mutate", "application/json", truncated, true, false},
+       413,
+       "larger than 65536 bytes",
+       true},
+      {"cut short",
+       {"POST", "/mutate", "application/json", truncated, false, true},
+       400,
+       "ended before",
+       true},
+      {"timed out",
+       {"POST", "/mutate", "application/json", truncated, false, true, true},
+       408,
+       "--read-timeout",
+       true},
+      {"wrong content type",
+       {"POST", "/mutate", "text/plain", good},
+       415,
+       "Content-Type is \"text/plain\"",
        false},
-      {"malformed JSON", {"POST", "/mutate", "application/json", truncated}, 400, "not valid JSON",
+      {"missing content type",
+       {"POST", "/validate", "", good},
+       415,
+       "Content-Type is missing",
+       false},
+      {"malformed JSON",
+       {"POST", "/mutate", "application/json", truncated},
+       400,
+       "not valid JSON",
        false},
       {"nesting too deep", {"POST", "/mutate", "application/json", deep}, 413, "nesting", false},
       {"not a v1 review",
        {"POST", "/mutate", "application/json",
         R"({"apiVersion":"admission.k8s.io/v1beta1","kind":"AdmissionReview","request":{"uid":"uid-7"}})"},
-       400, "admission.k8s.io/v1", false},
+       400,
+       "admission.k8s.io/v1",
+       false},
   };
   for (const Case& c : cases) {
     CAPTURE(c.name);
@@ -190,19 +211,22 @@ TEST_CASE("envelope failures without a uid are HTTP errors with one line of JSON
                "larger than");
   check_status(f.post("/mutate", "not json", "text/plain"), 415, "expected application/json");
   check_status(f.post("/mutate", ""), 400, "empty request body");
-  check_status(f.serve({"POST", "/validate", "application/json", "{\"api", false, true, true}),
-               408, "--read-timeout");
+  check_status(f.serve({"POST", "/validate", "application/json", "{\"api", false, true, true}), 408,
+               "--read-timeout");
   check_status(f.post("/mutate", "{\"a\":"), 400, "not valid JSON");
   check_status(f.post("/mutate", "[1,2]"), 400, "not an AdmissionReview");
-  check_status(f.post("/validate", R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"})"),
-               400, "no request");
+  check_status(
+      f.post("/validate", R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"})"), 400,
+      "no request");
   check_status(f.post("/mutate/", "{}"), 404, "POST /mutate");
   check_status(f.post("/metrics", "{}"), 404, "no such path");
   std::string metrics = f.metrics.render();
   CHECK_THAT(metrics, Catch::Contains(R"(requests_total{webhook="mutate",code="405"} 2)"));
   CHECK_THAT(metrics, Catch::Contains(R"(requests_total{webhook="other",code="404"} 2)"));
-  CHECK_THAT(metrics, Catch::Contains(R"(denials_total{webhook="mutate",reason="malformed_request"})"));
-  CHECK_THAT(metrics, Catch::Contains(R"(denials_total{webhook="validate",reason="request_timeout"} 1)"));
+  CHECK_THAT(metrics,
+             Catch::Contains(R"(denials_total{webhook="mutate",reason="malformed_request"})"));
+  CHECK_THAT(metrics,
+             Catch::Contains(R"(denials_total{webhook="validate",reason="request_timeout"} 1)"));
 }
 
 TEST_CASE("GET / answers as the Go webhook's probes expect", "[service]") {

@@ -1,12 +1,12 @@
 // lib/server/flags: every flag of docs/server.md "Flags", its default, and every bad flag or value
 // as one InvalidArgument line (the binary exits 2 with it).
-#include <catch2/catch.hpp>
+#include "server/flags.h"
 
+#include <catch2/catch.hpp>
 #include <set>
 
 #include "../support/flag_docs.h"
 #include "base/encoding/base64.h"
-#include "server/flags.h"
 
 namespace {
 
@@ -64,14 +64,13 @@ TEST_CASE("M3.3: the slot-claim flags: --claim-timeout and --namespace", "[flags
 }
 
 TEST_CASE("every flag is read in Go's forms", "[flags]") {
-  server::Flags f = parse_ok({"--bind-address=127.0.0.1:0", "-health-address", "[::1]:9000",
-                              "--tls-cert-file=/c", "--tls-private-key-file", "/k",
-                              "--kube-config-path=/kc", "--legacy-indexing=off",
-                              "--reservation-ttl=1m30s", "--kuberay-version=1.3",
-                              "--tpu-process-port-base=9471", "--megascale-port-base=9081",
-                              "--device-plugin-port=3112", "--max-body-bytes=1048576",
-                              "--read-timeout=250ms", "--shutdown-timeout=2m", "--threads=4",
-                              "--log-format=json", "-v=4"});
+  server::Flags f =
+      parse_ok({"--bind-address=127.0.0.1:0", "-health-address", "[::1]:9000", "--tls-cert-file=/c",
+                "--tls-private-key-file", "/k", "--kube-config-path=/kc", "--legacy-indexing=off",
+                "--reservation-ttl=1m30s", "--kuberay-version=1.3", "--tpu-process-port-base=9471",
+                "--megascale-port-base=9081", "--device-plugin-port=3112",
+                "--max-body-bytes=1048576", "--read-timeout=250ms", "--shutdown-timeout=2m",
+                "--threads=4", "--log-format=json", "-v=4"});
   CHECK(f.bind_address.host == "127.0.0.1");
   CHECK(f.bind_address.port == 0);
   CHECK(f.health_address.host == "::1");

@@ -1,13 +1,12 @@
 // lib/server/log: text (logfmt) and JSON lines with escaped values (docs/server.md "Logs").
-#include <catch2/catch.hpp>
+#include "server/log.h"
 
-#include <nlohmann/json.hpp>
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/ostream_sink.h>
 
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 #include <sstream>
-
-#include "server/log.h"
 
 namespace {
 
@@ -35,8 +34,10 @@ TEST_CASE("text lines are logfmt with quoted values where needed", "[log]") {
                             {"dryRun", false}});
   std::string line = c.out.str();
   CAPTURE(line);
-  CHECK_THAT(line, Catch::Contains(
-                       R"( I admission uid=abc-1 generateName="w orker\"-" empty="" replica=2 dryRun=false)"));
+  CHECK_THAT(
+      line,
+      Catch::Contains(
+          R"( I admission uid=abc-1 generateName="w orker\"-" empty="" replica=2 dryRun=false)"));
   CHECK(line.find('\n') == line.size() - 1);
 }
 

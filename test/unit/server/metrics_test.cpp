@@ -1,9 +1,10 @@
 // lib/server/metrics: the Prometheus text of docs/server.md "Metrics" (names, labels, cumulative
 // buckets). The integration test runs `promtool check metrics` on a live server's output.
+#include "server/metrics.h"
+
 #include <catch2/catch.hpp>
 
 #include "base/metrics/prometheus.h"
-#include "server/metrics.h"
 
 namespace {
 
@@ -62,22 +63,30 @@ TEST_CASE("requests, latency, in-flight, denials, placements, reloads and expiry
   CHECK(has_line(text, R"(kuberay_tpu_webhook_requests_total{webhook="validate",code="400"} 1)"));
   CHECK(has_line(text, R"(kuberay_tpu_webhook_requests_total{webhook="other",code="404"} 1)"));
   CHECK(has_line(text, R"(kuberay_tpu_webhook_requests_in_flight{webhook="mutate"} 1)"));
+  CHECK(has_line(
+      text,
+      R"(kuberay_tpu_webhook_request_duration_seconds_bucket{webhook="mutate",le="0.00025"} 1)"));
+  CHECK(has_line(
+      text,
+      R"(kuberay_tpu_webhook_request_duration_seconds_bucket{webhook="mutate",le="0.0005"} 2)"));
+  CHECK(has_line(
+      text,
+      R"(kuberay_tpu_webhook_request_duration_seconds_bucket{webhook="validate",le="0.001"} 0)"));
+  CHECK(has_line(
+      text,
+      R"(kuberay_tpu_webhook_request_duration_seconds_bucket{webhook="validate",le="0.0025"} 1)"));
+  CHECK(has_line(
+      text,
+      R"(kuberay_tpu_webhook_request_duration_seconds_bucket{webhook="validate",le="+Inf"} 1)"));
+  CHECK(
+      has_line(text, R"(kuberay_tpu_webhook_request_duration_seconds_count{webhook="mutate"} 2)"));
   CHECK(has_line(text,
-                 R"(kuberay_tpu_webhook_request_duration_seconds_bucket{webhook="mutate",le="0.00025"} 1)"));
-  CHECK(has_line(text,
-                 R"(kuberay_tpu_webhook_request_duration_seconds_bucket{webhook="mutate",le="0.0005"} 2)"));
-  CHECK(has_line(text,
-                 R"(kuberay_tpu_webhook_request_duration_seconds_bucket{webhook="validate",le="0.001"} 0)"));
-  CHECK(has_line(text,
-                 R"(kuberay_tpu_webhook_request_duration_seconds_bucket{webhook="validate",le="0.0025"} 1)"));
-  CHECK(has_line(text,
-                 R"(kuberay_tpu_webhook_request_duration_seconds_bucket{webhook="validate",le="+Inf"} 1)"));
-  CHECK(has_line(text, R"(kuberay_tpu_webhook_request_duration_seconds_count{webhook="mutate"} 2)"));
-  CHECK(has_line(text, R"(kuberay_tpu_webhook_request_duration_seconds_sum{webhook="validate"} 0.002)"));
-  CHECK(has_line(text,
-                 R"(kuberay_tpu_webhook_denials_total{webhook="validate",reason="invalid_topology"} 2)"));
-  CHECK(has_line(text,
-                 R"(kuberay_tpu_webhook_denials_total{webhook="mutate",reason="has \"quotes\"\\"} 1)"));
+                 R"(kuberay_tpu_webhook_request_duration_seconds_sum{webhook="validate"} 0.002)"));
+  CHECK(has_line(
+      text,
+      R"(kuberay_tpu_webhook_denials_total{webhook="validate",reason="invalid_topology"} 2)"));
+  CHECK(has_line(
+      text, R"(kuberay_tpu_webhook_denials_total{webhook="mutate",reason="has \"quotes\"\\"} 1)"));
   CHECK(has_line(text, R"(kuberay_tpu_webhook_placements_total{path="labels"} 2)"));
   CHECK(has_line(text, R"(kuberay_tpu_webhook_placements_total{path="legacy"} 1)"));
   CHECK(has_line(text, R"(kuberay_tpu_webhook_tls_reloads_total{result="success"} 1)"));

@@ -1,18 +1,16 @@
 // lib/server/tls: identities (chain, key match, no material in errors) and the watcher's reload
 // rules: kubelet's ..data symlink swap, a rename, a broken pair keeps the old identity
 // (docs/server.md "TLS").
-#include <catch2/catch.hpp>
-
-#include <unistd.h>
-
-#include <filesystem>
-#include <fstream>
+#include "server/tls.h"
 
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
+#include <unistd.h>
 
-#include "server/tls.h"
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
 
 namespace {
 
@@ -89,8 +87,7 @@ TEST_CASE("broken identities are refused without echoing them", "[tls]") {
       {a.cert, b.key, "does not belong to the certificate"},
       {"not pem", a.key, "no PEM CERTIFICATE block"},
       {a.cert, "not pem", "no PEM PRIVATE KEY block"},
-      {"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n", a.key,
-       "cannot be parsed"},
+      {"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n", a.key, "cannot be parsed"},
       {a.cert, "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
        "cannot be parsed"},
   }));
@@ -108,9 +105,10 @@ TEST_CASE("the server context refuses nothing it needs", "[tls]") {
   CHECK(SSL_CTX_get_min_proto_version(ctx->get()) == TLS1_2_VERSION);
 }
 
-TEST_CASE("the watcher follows kubelet's ..data swap and renames, and keeps the old pair when the "
-          "new one is broken",
-          "[tls]") {
+TEST_CASE(
+    "the watcher follows kubelet's ..data swap and renames, and keeps the old pair when the "
+    "new one is broken",
+    "[tls]") {
   TempDir dir;
   // A Secret volume as kubelet lays it out: tls.crt -> ..data/tls.crt, ..data -> ..<timestamp>.
   Pem first = make_pem("first");

@@ -2,10 +2,9 @@
 // Helpers shared by the unit tests: fixtures, golden files, recorded patches, fake clusters.
 
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "admission/handler.h"
 #include "kube/listed_cluster.h"

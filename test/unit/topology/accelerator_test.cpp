@@ -1,13 +1,12 @@
 // lib/topology/accelerator: the generation table (docs/topology.md §1) and the chiplet rule of
 // docs/spec.md Terms "Slice".
-#include <catch2/catch.hpp>
+#include "topology/accelerator.h"
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <span>
 #include <string>
 #include <vector>
-
-#include "topology/accelerator.h"
 
 namespace {
 
@@ -58,9 +57,10 @@ TEST_CASE("accelerators() lists the six labels in the order of the GKE documenta
   CHECK(topology::find_accelerator("tpu7x") == &topology::accelerators().back());
 }
 
-TEST_CASE("unknown labels are not in the table; the tpu7x prefix rule still gives 2 chiplets "
-          "(Terms, M7)",
-          "[topology][accelerator]") {
+TEST_CASE(
+    "unknown labels are not in the table; the tpu7x prefix rule still gives 2 chiplets "
+    "(Terms, M7)",
+    "[topology][accelerator]") {
   auto [label, tpu7x] = GENERATE(table<std::string, bool>({
       // Outside the table but starting with "tpu7x": TPU7x, as upstream's isV7x.
       {"tpu7x-foo", true},

@@ -1,14 +1,14 @@
 // lib/topology/addresses: the lists of docs/spec.md M5.1-M5.3 (docs/topology.md §2.6-2.8, 2.11).
-#include <catch2/catch.hpp>
+#include "topology/addresses.h"
 
+#include <catch2/catch.hpp>
 #include <string>
 #include <vector>
 
-#include "topology/addresses.h"
-
 using Strings = std::vector<std::string>;
 
-TEST_CASE("M5.2: worker_hostnames are the DNS names of the replica's hosts", "[topology][addresses]") {
+TEST_CASE("M5.2: worker_hostnames are the DNS names of the replica's hosts",
+          "[topology][addresses]") {
   CHECK(topology::worker_hostnames("g", 0, 2, "c-headless") ==
         Strings{"g-0-0.c-headless", "g-0-1.c-headless"});
   CHECK(topology::worker_hostnames("tpu-group", 3, 4, "rc-headless") ==
@@ -85,13 +85,13 @@ TEST_CASE("M5.3: torch_tpu_topology gives 3 numbers, plus ,2 on TPU7x", "[topolo
 
 TEST_CASE("M5.1: megascale_coordinator is host 0 of replica 0; TPU7x adds the port",
           "[topology][addresses]") {
-  auto [group, svc, tpu7x, base, text] = GENERATE(table<std::string, std::string, bool, int,
-                                                        std::string>({
-      {"g", "c-headless", false, 8081, "g-0-0.c-headless"},
-      {"g", "c-headless", true, 8081, "g-0-0.c-headless:8081"},
-      {"tpu-group", "rc-headless", true, 9100, "tpu-group-0-0.rc-headless:9100"},
-      {"tpu-group", "rc-headless", false, 9100, "tpu-group-0-0.rc-headless"},
-  }));
+  auto [group, svc, tpu7x, base, text] =
+      GENERATE(table<std::string, std::string, bool, int, std::string>({
+          {"g", "c-headless", false, 8081, "g-0-0.c-headless"},
+          {"g", "c-headless", true, 8081, "g-0-0.c-headless:8081"},
+          {"tpu-group", "rc-headless", true, 9100, "tpu-group-0-0.rc-headless:9100"},
+          {"tpu-group", "rc-headless", false, 9100, "tpu-group-0-0.rc-headless"},
+      }));
   CAPTURE(group, tpu7x, base);
   CHECK(topology::megascale_coordinator(group, svc, tpu7x, base) == text);
 }

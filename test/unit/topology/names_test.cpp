@@ -1,10 +1,9 @@
 // lib/topology/names: docs/spec.md Terms "Headless Service name" and "Host name", KubeRay's
 // CheckName (docs/spec.md Terms, "CheckName") and the --kuberay-version flag.
-#include <catch2/catch.hpp>
-
-#include <string>
-
 #include "topology/names.h"
+
+#include <catch2/catch.hpp>
+#include <string>
 
 TEST_CASE("Terms/svc: check_name is KubeRay's CheckName", "[topology][names]") {
   auto [name, want] = GENERATE(table<std::string, std::string>({
@@ -119,12 +118,12 @@ TEST_CASE("KubeRay version flag: parse_kuberay_version", "[topology][names]") {
 }
 
 TEST_CASE("Terms/host name: <g>-<r>-<h> and <g>-<r>-<h>.<svc>", "[topology][names]") {
-  auto [group, replica, host, svc, name] = GENERATE(table<std::string, int, int, std::string,
-                                                          std::string>({
-      {"v6e-16", 0, 3, "c-headless", "v6e-16-0-3"},
-      {"tpu-group", 0, 0, "raycluster-tpu-v6e-multihost-headless", "tpu-group-0-0"},
-      {"g", 12, 105, "s", "g-12-105"},
-  }));
+  auto [group, replica, host, svc, name] =
+      GENERATE(table<std::string, int, int, std::string, std::string>({
+          {"v6e-16", 0, 3, "c-headless", "v6e-16-0-3"},
+          {"tpu-group", 0, 0, "raycluster-tpu-v6e-multihost-headless", "tpu-group-0-0"},
+          {"g", 12, 105, "s", "g-12-105"},
+      }));
   CAPTURE(group, replica, host);
   CHECK(topology::host_name(group, replica, host) == name);
   CHECK(topology::host_dns_name(group, replica, host, svc) == name + "." + svc);

@@ -1,11 +1,10 @@
 // lib/topology/shape: parse_shape, docs/spec.md M2 "the topology must parse" and every invalid
 // input of docs/topology.md §3.
-#include <catch2/catch.hpp>
+#include "topology/shape.h"
 
 #include <array>
+#include <catch2/catch.hpp>
 #include <string>
-
-#include "topology/shape.h"
 
 namespace {
 
@@ -55,9 +54,10 @@ TEST_CASE("M2: a 2-D shape and its 3-D twin differ only in rank", "[topology][sh
 
 // Bad rows: docs/topology.md §3, each one. `token` is what the message must name so the user can
 // find the mistake; `what` is the reason.
-TEST_CASE("M2: parse_shape rejects every invalid topology of docs/topology.md §3, naming the "
-          "offending token",
-          "[topology][shape]") {
+TEST_CASE(
+    "M2: parse_shape rejects every invalid topology of docs/topology.md §3, naming the "
+    "offending token",
+    "[topology][shape]") {
   auto [text, token, what] = GENERATE(table<std::string, std::string, std::string>({
       // Empty or missing dims: Go Atoi fails upstream; we reject.
       {"4x", "dimension 2", "is empty"},

@@ -1,13 +1,13 @@
 // lib/topology/slice: docs/spec.md Terms "Slice" and M2's chips-per-host rule, pinned by the worked
 // examples E1-E8 of docs/topology.md §4 (with the address lists of lib/topology/addresses built
 // the way docs/spec.md M5.2/M5.3 build them).
-#include <catch2/catch.hpp>
+#include "topology/slice.h"
 
+#include <catch2/catch.hpp>
 #include <string>
 #include <vector>
 
 #include "topology/addresses.h"
-#include "topology/slice.h"
 
 namespace {
 
@@ -34,27 +34,22 @@ std::string slicebuilder(const topology::Slice& s) {
 
 TEST_CASE("Terms/Slice: worked examples E1-E8 of docs/topology.md §4", "[topology][slice]") {
   auto [example, accelerator, topo, per_host, chips, hosts, chiplets, devices_per_host, total,
-        torch_topology, first, last] =
-      GENERATE(table<std::string, std::string, std::string, int, int, int, int, int, int,
-                     std::string, std::string, std::string>({
-          {"E1", "tpu-v6e-slice", "4x4", 4, 16, 4, 1, 4, 16, "4,4,1", h(0) + ":8471",
-           h(3) + ":8474"},
-          {"E2", "tpu-v6e-slice", "2x4", 8, 8, 1, 1, 8, 8, "2,4,1", "localhost:8471",
-           "localhost:8478"},
-          {"E2 with tpu=4", "tpu-v6e-slice", "2x4", 4, 8, 2, 1, 4, 8, "2,4,1", h(0) + ":8471",
-           h(1) + ":8474"},
-          {"E3", "tpu-v5-lite-podslice", "4x4", 4, 16, 4, 1, 4, 16, "4,4,1", h(0) + ":8471",
-           h(3) + ":8474"},
-          {"E4", "tpu-v4-podslice", "2x2x4", 4, 16, 4, 1, 4, 16, "2,2,4", h(0) + ":8471",
-           h(3) + ":8474"},
-          {"E5", "tpu-v5p-slice", "2x2x2", 4, 8, 2, 1, 4, 8, "2,2,2", h(0) + ":8471",
-           h(1) + ":8474"},
-          {"E6", "tpu7x", "2x2x2", 4, 8, 2, 2, 8, 16, "2,2,2,2", h(0) + ":8471", h(1) + ":8478"},
-          {"E7", "tpu7x", "2x2x1", 4, 4, 1, 2, 8, 8, "2,2,1,2", "localhost:8471",
-           "localhost:8478"},
-          {"E8", "tpu7x", "4x4x4", 4, 64, 16, 2, 8, 128, "4,4,4,2", h(0) + ":8471",
-           h(15) + ":8478"},
-      }));
+        torch_topology, first,
+        last] = GENERATE(table<std::string, std::string, std::string, int, int, int, int, int, int,
+                               std::string, std::string, std::string>({
+      {"E1", "tpu-v6e-slice", "4x4", 4, 16, 4, 1, 4, 16, "4,4,1", h(0) + ":8471", h(3) + ":8474"},
+      {"E2", "tpu-v6e-slice", "2x4", 8, 8, 1, 1, 8, 8, "2,4,1", "localhost:8471", "localhost:8478"},
+      {"E2 with tpu=4", "tpu-v6e-slice", "2x4", 4, 8, 2, 1, 4, 8, "2,4,1", h(0) + ":8471",
+       h(1) + ":8474"},
+      {"E3", "tpu-v5-lite-podslice", "4x4", 4, 16, 4, 1, 4, 16, "4,4,1", h(0) + ":8471",
+       h(3) + ":8474"},
+      {"E4", "tpu-v4-podslice", "2x2x4", 4, 16, 4, 1, 4, 16, "2,2,4", h(0) + ":8471",
+       h(3) + ":8474"},
+      {"E5", "tpu-v5p-slice", "2x2x2", 4, 8, 2, 1, 4, 8, "2,2,2", h(0) + ":8471", h(1) + ":8474"},
+      {"E6", "tpu7x", "2x2x2", 4, 8, 2, 2, 8, 16, "2,2,2,2", h(0) + ":8471", h(1) + ":8478"},
+      {"E7", "tpu7x", "2x2x1", 4, 4, 1, 2, 8, 8, "2,2,1,2", "localhost:8471", "localhost:8478"},
+      {"E8", "tpu7x", "4x4x4", 4, 64, 16, 2, 8, 128, "4,4,4,2", h(0) + ":8471", h(15) + ":8478"},
+  }));
   CAPTURE(example, accelerator, topo, per_host);
   webhook::Result<topology::Slice> s = topology::Slice::create({accelerator, topo, per_host});
   REQUIRE(s.has_value());
@@ -97,8 +92,7 @@ TEST_CASE("Terms/Slice: E1 and E6 address lists in full", "[topology][slice]") {
     std::vector<std::string> hosts = host_entries(s);
     CHECK(topology::join(hosts) == "g-0-0.c-headless,g-0-1.c-headless");
     // TPU_PROCESS_ADDRESSES: one entry per process (one TPU container per host).
-    CHECK(topology::address_list(hosts, 1, 8471) ==
-          "g-0-0.c-headless:8471,g-0-1.c-headless:8471");
+    CHECK(topology::address_list(hosts, 1, 8471) == "g-0-0.c-headless:8471,g-0-1.c-headless:8471");
     CHECK(slicebuilder(s) ==
           "g-0-0.c-headless:8471,g-0-0.c-headless:8472,g-0-0.c-headless:8473,"
           "g-0-0.c-headless:8474,g-0-0.c-headless:8475,g-0-0.c-headless:8476,"
@@ -115,8 +109,8 @@ TEST_CASE("Terms/Slice: E1 and E6 address lists in full", "[topology][slice]") {
   }
   SECTION("E8 tpu7x 4x4x4: TPU_PROCESS_ADDRESSES is H0:8471 ... H15:8471") {
     topology::Slice s = *topology::Slice::create({"tpu7x", "4x4x4", 4});
-    std::vector<std::string> process = topology::split_list(
-        topology::address_list(host_entries(s), 1, 8471));
+    std::vector<std::string> process =
+        topology::split_list(topology::address_list(host_entries(s), 1, 8471));
     REQUIRE(process.size() == 16);
     for (int i = 0; i < 16; ++i) {
       CHECK(process[static_cast<std::size_t>(i)] == h(i) + ":8471");
@@ -161,27 +155,27 @@ TEST_CASE("M2: chips per host that divides the chips gives chips / chips-per-hos
 
 TEST_CASE("M2: chips per host that does not divide the chips is FailedPrecondition",
           "[topology][slice]") {
-  auto [accelerator, topo, per_host, hint] = GENERATE(table<std::string, std::string, int,
-                                                            std::string>({
-      {"tpu-v6e-slice", "4x4", 3, "(tpu-v6e-slice VMs have 1, 4, 8 chips)"},
-      {"tpu-v6e-slice", "4x4", 5, "(tpu-v6e-slice VMs have 1, 4, 8 chips)"},
-      {"tpu-v6e-slice", "2x4", 3, "(tpu-v6e-slice VMs have 1, 4, 8 chips)"},
-      {"tpu-v6e-slice", "4x4", 12, "(tpu-v6e-slice VMs have 1, 4, 8 chips)"},
-      {"tpu7x", "2x2x2", 3, "(tpu7x VMs have 1, 4 chips)"},
-      {"tpu-v4-podslice", "2x2x4", 6, "(tpu-v4-podslice VMs have 4 chips)"},
-      // Unknown accelerator: no machine-type hint, but still the rule.
-      {"tpu-v9", "4x4", 3, "that divides 16"},
-  }));
+  auto [accelerator, topo, per_host, hint] =
+      GENERATE(table<std::string, std::string, int, std::string>({
+          {"tpu-v6e-slice", "4x4", 3, "(tpu-v6e-slice VMs have 1, 4, 8 chips)"},
+          {"tpu-v6e-slice", "4x4", 5, "(tpu-v6e-slice VMs have 1, 4, 8 chips)"},
+          {"tpu-v6e-slice", "2x4", 3, "(tpu-v6e-slice VMs have 1, 4, 8 chips)"},
+          {"tpu-v6e-slice", "4x4", 12, "(tpu-v6e-slice VMs have 1, 4, 8 chips)"},
+          {"tpu7x", "2x2x2", 3, "(tpu7x VMs have 1, 4 chips)"},
+          {"tpu-v4-podslice", "2x2x4", 6, "(tpu-v4-podslice VMs have 4 chips)"},
+          // Unknown accelerator: no machine-type hint, but still the rule.
+          {"tpu-v9", "4x4", 3, "that divides 16"},
+      }));
   CAPTURE(accelerator, topo, per_host);
   webhook::Result<topology::Slice> s = topology::Slice::create({accelerator, topo, per_host});
   REQUIRE_FALSE(s.has_value());
   CAPTURE(s.error().message);
   CHECK(s.error().code == webhook::ErrorCode::kFailedPrecondition);
   webhook::Result<topology::Shape> shape = topology::parse_shape(topo);
-  CHECK_THAT(s.error().message, Catch::Contains("google.com/tpu " + std::to_string(per_host) +
-                                                " chips per host does not divide the " +
-                                                std::to_string(shape->chips()) +
-                                                " chips of topology " + topo));
+  CHECK_THAT(s.error().message,
+             Catch::Contains("google.com/tpu " + std::to_string(per_host) +
+                             " chips per host does not divide the " +
+                             std::to_string(shape->chips()) + " chips of topology " + topo));
   CHECK_THAT(s.error().message, Catch::Contains(hint));
 }
 
@@ -214,26 +208,40 @@ TEST_CASE("M7: advisories for shapes no GKE node can run", "[topology][slice]") 
           {"tpu7x", "1x1x1", 1, std::vector<std::string>{}},
           {"tpu-v4-podslice", "4x4x4", 4, std::vector<std::string>{}},
           // A chip count per host no machine type of the generation has.
-          {"tpu-v4-podslice", "4x4x4", 8,
+          {"tpu-v4-podslice",
+           "4x4x4",
+           8,
            {"google.com/tpu 8 per host: tpu-v4-podslice machine types have 4 chips per VM, so "
             "no node can run this Pod"}},
-          {"tpu-v6e-slice", "4x4", 2,
+          {"tpu-v6e-slice",
+           "4x4",
+           2,
            {"google.com/tpu 2 per host: tpu-v6e-slice machine types have 1, 4, 8 chips per VM, "
             "so no node can run this Pod"}},
-          {"tpu7x", "2x2x2", 8,
+          {"tpu7x",
+           "2x2x2",
+           8,
            {"google.com/tpu 8 per host: tpu7x machine types have 1, 4 chips per VM, so no node "
             "can run this Pod"}},
           // A rank the generation does not use.
-          {"tpu-v6e-slice", "2x2x2", 4,
+          {"tpu-v6e-slice",
+           "2x2x2",
+           4,
            {"topology 2x2x2 has 3 dimensions but tpu-v6e-slice slices use 2 (such as 4x4)"}},
-          {"tpu-v4-podslice", "4x4", 4,
+          {"tpu-v4-podslice",
+           "4x4",
+           4,
            {"topology 4x4 has 2 dimensions but tpu-v4-podslice slices use 3 (such as 2x2x2)"}},
           // The legacy single-host accelerator asked for several hosts.
-          {"tpu-v5-lite-device", "4x4", 4,
+          {"tpu-v5-lite-device",
+           "4x4",
+           4,
            {"tpu-v5-lite-device offers single-host slices only; use tpu-v5-lite-podslice for 4 "
             "hosts"}},
           // Everything at once, in this order.
-          {"tpu-v5-lite-device", "2x2x4", 2,
+          {"tpu-v5-lite-device",
+           "2x2x4",
+           2,
            {"google.com/tpu 2 per host: tpu-v5-lite-device machine types have 1, 4, 8 chips per "
             "VM, so no node can run this Pod",
             "topology 2x2x4 has 3 dimensions but tpu-v5-lite-device slices use 2 (such as 4x4)",
