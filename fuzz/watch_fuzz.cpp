@@ -8,9 +8,9 @@
 
 #include "kube/clock.h"
 #include "kube/live_sources.h"
-#include "kube/pod_sources.h"
 #include "kube/reflector.h"
 #include "kube/slice_registry.h"
+#include "kube/slot_allocators.h"
 #include "kube/stream.h"
 
 namespace {
@@ -72,7 +72,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   // The registry still answers, and placement over it too.
   (void)registry.holders({"default", "c", "g"});
-  kube::LocalPodSource pods(registry);
+  kube::LocalSlotAllocator pods(registry);
   (void)pods.place({"default", "c", "g"}, 4, /*dry_run=*/true);
   return 0;
 }

@@ -15,7 +15,7 @@
 #include "admission/handler.h"
 #include "kube/config.h"
 #include "kube/live_cluster.h"
-#include "kube/pod_sources.h"
+#include "kube/slot_allocators.h"
 #include "server/flags.h"
 #include "server/log.h"
 #include "server/server.h"
@@ -162,7 +162,7 @@ int main(int argc, char** argv) {
   // Without legacy placement: Pods lacking KubeRay's index labels are denied with a message
   // saying how to fix it, Nodes cannot be listed and headless Service names follow
   // --kuberay-version.
-  kube::DisabledPodSource no_pods;
+  kube::DisabledSlotAllocator no_pods;
   kube::LiveNodeSource no_nodes;        // never listed: nodes_matching answers "cannot list"
   kube::LiveServiceSource no_services;  // never listed: no Service name
   admission::Handler handler(flags->handler, live ? live->pods() : no_pods,

@@ -165,7 +165,7 @@ webhook::Result<std::string> Handler::topology_key(const PodView& view,
 }
 
 // Stage "placement": the topology key is checked before any slot is reserved (M4), then the slot
-// comes from the Pod itself or from the PodSource (M3.3).
+// comes from the Pod itself or from the SlotAllocator (M3.3).
 webhook::Result<PodPlacement> Handler::choose_placement(const Request& req, const PodView& view,
                                                         const PodFacts& facts) const {
   PodPlacement out;

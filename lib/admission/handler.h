@@ -67,7 +67,7 @@ struct PodDecision {
 
 class Handler {
  public:
-  Handler(Config config, podpatch::PodSource& pods, podpatch::NodeSource& nodes,
+  Handler(Config config, podpatch::SlotAllocator& pods, podpatch::NodeSource& nodes,
           podpatch::ServiceSource& services)
       : config_(config), pods_(pods), nodes_(nodes), services_(services) {}
 
@@ -90,7 +90,7 @@ class Handler {
                                             const PodFacts& facts) const;
 
   Config config_;
-  podpatch::PodSource& pods_;
+  podpatch::SlotAllocator& pods_;
   podpatch::NodeSource& nodes_;
   podpatch::ServiceSource& services_;
 };

@@ -11,7 +11,7 @@
 #include <random>
 
 #include "kube/config.h"
-#include "kube/pod_sources.h"
+#include "kube/slot_allocators.h"
 #include "podpatch/placement.h"
 
 namespace kube {

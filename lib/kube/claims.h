@@ -88,7 +88,7 @@ struct ClaimStoreOptions {
   Duration sweep_interval = std::chrono::seconds(0);  // 0: max(ttl / 2, 1 s)
 };
 
-class ClaimStore : public podpatch::PodSource {
+class ClaimStore : public podpatch::SlotAllocator {
  public:
   // `api`, `pods` and `clock` must outlive the store; `log` is called from any thread.
   ClaimStore(ApiClient& api, const SliceRegistry& pods, Clock& clock, ClaimStoreOptions options,
@@ -97,7 +97,7 @@ class ClaimStore : public podpatch::PodSource {
   ClaimStore(const ClaimStore&) = delete;
   ClaimStore& operator=(const ClaimStore&) = delete;
 
-  using podpatch::PodSource::place;
+  using podpatch::SlotAllocator::place;
   // Chooses over the group's Pods and open claims and, unless a dry run, writes the claim.
   // Unavailable (retryable) before the first Pod list, while the Pod watch has been down for
   // more than half the TTL, and when the claim could not be written within the budget (the

@@ -3,7 +3,7 @@
 // by the server's own classes: the Pods in a SliceRegistry fed through a PodFeed, the Nodes in a
 // LiveNodeSource and the Services in a LiveServiceSource, each fed through its kube::Sink as one
 // complete list — as if its watch had listed the objects and seen nothing since — and legacy
-// placement by a LocalPodSource over that registry. So what the CLI answers is what the server
+// placement by a LocalSlotAllocator over that registry. So what the CLI answers is what the server
 // answers over the same objects.
 //
 //   kube::ListedCluster cluster;      // empty lists: no Pods, Nodes or Services (all listed)
@@ -16,9 +16,9 @@
 
 #include "kube/clock.h"
 #include "kube/live_sources.h"
-#include "kube/pod_sources.h"
 #include "kube/sink.h"
 #include "kube/slice_registry.h"
+#include "kube/slot_allocators.h"
 #include "podpatch/sources.h"
 
 namespace kube {
@@ -37,7 +37,7 @@ class ListedCluster {
   // Slots reserved by earlier placements stay until the registry shows a Pod on them.
   void list(std::span<const nlohmann::json> objects);
 
-  podpatch::PodSource& pods() { return pods_; }
+  podpatch::SlotAllocator& pods() { return pods_; }
   podpatch::NodeSource& nodes() { return nodes_; }
   podpatch::ServiceSource& services() { return services_; }
   const SliceRegistry& registry() const { return registry_; }
@@ -46,7 +46,7 @@ class ListedCluster {
   FakeClock clock_;  // nothing here waits or times out
   SliceRegistry registry_{clock_};
   PodFeed feed_{registry_};
-  LocalPodSource pods_{registry_};
+  LocalSlotAllocator pods_{registry_};
   LiveNodeSource nodes_;
   LiveServiceSource services_;
 };

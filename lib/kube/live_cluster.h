@@ -14,7 +14,7 @@
 //       kube::LiveCluster::create(*config, std::move(options));
 //   if (!live) { /* log live.error().message; exit 1 */ }
 //   (*live)->start();                                      // lists, then watches; returns at once
-//   // with --legacy-indexing=off: options.watch_pods = false, and kube::DisabledPodSource
+//   // with --legacy-indexing=off: options.watch_pods = false, and kube::DisabledSlotAllocator
 //   admission::Handler handler(flags.handler, (*live)->pods(), (*live)->nodes(),
 //                              (*live)->services());
 //   // /readyz: ReadinessCheck{"pods-synced", [&] { return (*live)->pods_synced(); }}
@@ -52,7 +52,7 @@ struct LiveClusterOptions {
   ClaimStoreOptions claims;
   // KubeRay worker Pods, for legacy placement (docs/spec.md M3.3). Without it
   // (--legacy-indexing=off with API access) pods() stays unsynced and answers Unavailable: give the
-  // Handler kube::DisabledPodSource instead, and keep the live Nodes and Services.
+  // Handler kube::DisabledSlotAllocator instead, and keep the live Nodes and Services.
   bool watch_pods = true;
   bool watch_nodes = true;     // TPU Nodes, for subslices (docs/spec.md M4, V3)
   bool watch_services = true;  // headless Services (docs/spec.md Terms)
@@ -79,7 +79,7 @@ class LiveCluster {
   // True once the first Pod list completed (and forever after): /readyz.
   bool pods_synced() const { return registry_.synced(); }
 
-  podpatch::PodSource& pods() { return claims_; }
+  podpatch::SlotAllocator& pods() { return claims_; }
   ClaimStore& claims() { return claims_; }
   podpatch::NodeSource& nodes() { return nodes_; }
   podpatch::ServiceSource& services() { return services_; }

@@ -3,7 +3,7 @@
 //
 //   auto p = podpatch::placement_from_labels(view, slice.hosts());
 //   if (!p) deny(p.error());
-//   else if (!*p) { /* no KubeRay index labels: legacy placement through a PodSource */ }
+//   else if (!*p) { /* no KubeRay index labels: legacy placement through a SlotAllocator */ }
 
 #include <optional>
 #include <span>

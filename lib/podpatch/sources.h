@@ -44,14 +44,15 @@ struct PlaceRequest {
   std::string uid;       // the AdmissionRequest's uid ("" outside admission)
 };
 
-// The Pods of the cluster, as far as legacy placement (docs/spec.md M3.3) needs them.
-class PodSource {
+// Hands out the (replica, host) slots of legacy placement (docs/spec.md M3.3), over the group's
+// existing Pods and the slots already handed out.
+class SlotAllocator {
  public:
-  virtual ~PodSource() = default;
+  virtual ~SlotAllocator() = default;
   // Chooses the slot for a new Pod by docs/spec.md M3.3 (lowest replica with a free host, then the
   // lowest free host) and, unless `dry_run`, reserves it so the next call sees it taken.
   // Atomic: concurrent calls never get the same slot. AlreadyExists when two existing Pods hold
-  // one slot of the group (the message names them); Unavailable when the source does not know
+  // one slot of the group (the message names them); Unavailable when the allocator does not know
   // the cluster's Pods (yet) or cannot record the reservation — retrying may succeed.
   virtual webhook::Result<Slot> place(const PlaceRequest& request) = 0;
 

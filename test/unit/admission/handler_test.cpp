@@ -7,7 +7,7 @@
 #include <set>
 
 #include "kube/live_sources.h"
-#include "kube/pod_sources.h"
+#include "kube/slot_allocators.h"
 #include "support/test_support.h"
 
 using testing::json;
@@ -78,7 +78,7 @@ TEST_CASE("M3.3: dry-run requests are placed but reserve nothing", "[admission][
 
 TEST_CASE("M3.3: without legacy placement a label-less Pod is denied saying how to fix it",
           "[admission][handler][legacy]") {
-  kube::DisabledPodSource pods;
+  kube::DisabledSlotAllocator pods;
   kube::LiveNodeSource nodes;        // never listed: Nodes cannot be listed
   kube::LiveServiceSource services;  // never listed: no Services
   admission::Handler handler({}, pods, nodes, services);

@@ -13,7 +13,7 @@
 #include <sstream>
 
 #include "kube/live_sources.h"
-#include "kube/pod_sources.h"
+#include "kube/slot_allocators.h"
 
 namespace {
 
@@ -54,7 +54,7 @@ struct Fixture {
     return json::parse(text.substr(text.rfind('\n') + 1));
   }
 
-  kube::DisabledPodSource pods;
+  kube::DisabledSlotAllocator pods;
   kube::LiveNodeSource nodes;        // never listed: Nodes cannot be listed
   kube::LiveServiceSource services;  // never listed: no Services
   admission::Handler handler{{}, pods, nodes, services};

@@ -1,16 +1,16 @@
 #pragma once
-// The PodSources of legacy placement (docs/spec.md M3.3) over a SliceRegistry, and the rule they
-// share: the lowest free slot over the Pods the Pod feed has shown and the slots handed out for
-// Pods it has not shown yet. kube::ClaimStore (kube/claims.h) keeps those reservations as claims
-// in the API server, shared by every replica; LocalPodSource keeps them in this process
+// The SlotAllocators of legacy placement (docs/spec.md M3.3) over a SliceRegistry, and the rule
+// they share: the lowest free slot over the Pods the Pod feed has shown and the slots handed out
+// for Pods it has not shown yet. kube::ClaimStore (kube/claims.h) keeps those reservations as
+// claims in the API server, shared by every replica; LocalSlotAllocator keeps them in this process
 // (webhook-dryrun, tests).
 //
 //   kube::ListedCluster cluster;                  // or: a SliceRegistry fed by a PodFeed
-//   kube::LocalPodSource pods(cluster.registry());
+//   kube::LocalSlotAllocator pods(cluster.registry());
 //   webhook::Result<podpatch::Slot> slot = pods.place(key, /*hosts=*/4, /*dry_run=*/false);
 //   // the next place() sees that slot taken; a dry run reserves nothing
 //
-//   kube::DisabledPodSource off;                  // --legacy-indexing=off: denies, saying why
+//   kube::DisabledSlotAllocator off;                  // --legacy-indexing=off: denies, saying why
 
 #include <cstddef>
 #include <functional>
@@ -33,7 +33,7 @@ struct Reservation {
   std::string holder;  // how placement names it, as Holder::pod
 };
 
-// What every PodSource over `pods` refuses before choosing: a slice of no hosts
+// What every SlotAllocator over `pods` refuses before choosing: a slice of no hosts
 // (InvalidArgument) and a registry that has not listed the cluster's Pods yet (Unavailable,
 // retryable).
 webhook::Status check_placeable(const SliceRegistry& pods, const podpatch::PlaceRequest& request);
@@ -50,11 +50,11 @@ webhook::Result<podpatch::Slot> choose_free_slot(
 // Places over a SliceRegistry and keeps the slots of non-dry-run placements in this process, so
 // the next placement sees them taken until the registry shows a Pod on them. Thread-safe;
 // `pods` must outlive it.
-class LocalPodSource : public podpatch::PodSource {
+class LocalSlotAllocator : public podpatch::SlotAllocator {
  public:
-  explicit LocalPodSource(const SliceRegistry& pods) : pods_(pods) {}
+  explicit LocalSlotAllocator(const SliceRegistry& pods) : pods_(pods) {}
 
-  using podpatch::PodSource::place;
+  using podpatch::SlotAllocator::place;
   // check_placeable, then choose_free_slot over the registry and this source's reservations.
   webhook::Result<podpatch::Slot> place(const podpatch::PlaceRequest& request) override;
 
@@ -65,11 +65,11 @@ class LocalPodSource : public podpatch::PodSource {
   int admitted_ = 0;
 };
 
-// The PodSource of a webhook running without legacy placement (--legacy-indexing=off): every
+// The SlotAllocator of a webhook running without legacy placement (--legacy-indexing=off): every
 // Pod without KubeRay's index labels is denied with a message saying how to fix it.
-class DisabledPodSource : public podpatch::PodSource {
+class DisabledSlotAllocator : public podpatch::SlotAllocator {
  public:
-  using podpatch::PodSource::place;
+  using podpatch::SlotAllocator::place;
   webhook::Result<podpatch::Slot> place(const podpatch::PlaceRequest& request) override;
 };
 

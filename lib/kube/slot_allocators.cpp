@@ -1,4 +1,4 @@
-#include "kube/pod_sources.h"
+#include "kube/slot_allocators.h"
 
 #include <algorithm>
 
@@ -48,7 +48,7 @@ webhook::Result<Slot> choose_free_slot(std::vector<Holder> pods,
   return podpatch::choose_slot(pods, hosts, key);
 }
 
-webhook::Result<Slot> LocalPodSource::place(const podpatch::PlaceRequest& request) {
+webhook::Result<Slot> LocalSlotAllocator::place(const podpatch::PlaceRequest& request) {
   if (webhook::Status s = check_placeable(pods_, request); !s) {
     return s.error();
   }
@@ -68,7 +68,7 @@ webhook::Result<Slot> LocalPodSource::place(const podpatch::PlaceRequest& reques
   return slot;
 }
 
-webhook::Result<Slot> DisabledPodSource::place(const podpatch::PlaceRequest& request) {
+webhook::Result<Slot> DisabledSlotAllocator::place(const podpatch::PlaceRequest& request) {
   return webhook::Error{
       webhook::ErrorCode::kFailedPrecondition,
       "the Pod has no KubeRay index labels (ray.io/worker-group-replica-index" +

@@ -1,7 +1,7 @@
-// The PodSources over a SliceRegistry (kube/pod_sources.h): the choice LocalPodSource and the
-// ClaimStore share (docs/spec.md M3.3), and LocalPodSource's in-process reservations, the
-// placement behind webhook-dryrun --existing and the Handler tests.
-#include "kube/pod_sources.h"
+// The SlotAllocators over a SliceRegistry (kube/slot_allocators.h): the choice LocalSlotAllocator
+// and the ClaimStore share (docs/spec.md M3.3), and LocalSlotAllocator's in-process reservations,
+// the placement behind webhook-dryrun --existing and the Handler tests.
+#include "kube/slot_allocators.h"
 
 #include <catch2/catch.hpp>
 #include <set>
@@ -34,12 +34,12 @@ json held_pod(const std::string& name, int replica, int host) {
   return pod;
 }
 
-// A SliceRegistry fed by a PodFeed, and a LocalPodSource over it.
+// A SliceRegistry fed by a PodFeed, and a LocalSlotAllocator over it.
 struct Local {
   testing::FakeClock clock;
   kube::SliceRegistry registry{clock};
   kube::PodFeed feed{registry};
-  kube::LocalPodSource pods{registry};
+  kube::LocalSlotAllocator pods{registry};
 };
 
 }  // namespace
@@ -71,7 +71,7 @@ TEST_CASE("choose_free_slot: M3.3 over the shown Pods and the reservations") {
   }
 }
 
-TEST_CASE("LocalPodSource: a placement reserves its slot; a dry run reserves nothing (M3.3)") {
+TEST_CASE("LocalSlotAllocator: a placement reserves its slot; a dry run reserves nothing (M3.3)") {
   Local l;
   kube::list_objects(l.feed, std::vector<json>{held_pod("a", 0, 0)}, "Pod");
   CHECK(*l.pods.place(kKey, 4, /*dry_run=*/true) == Slot{0, 1});
@@ -81,7 +81,7 @@ TEST_CASE("LocalPodSource: a placement reserves its slot; a dry run reserves not
   CHECK(*l.pods.place(GroupKey{"default", "rc", "other"}, 4, false) == Slot{0, 0});
 }
 
-TEST_CASE("LocalPodSource: a reservation ends once the registry shows a Pod on its slot") {
+TEST_CASE("LocalSlotAllocator: a reservation ends once the registry shows a Pod on its slot") {
   Local l;
   kube::list_objects(l.feed, {}, "Pod");
   REQUIRE(*l.pods.place(kKey, 4, false) == Slot{0, 0});
@@ -92,7 +92,7 @@ TEST_CASE("LocalPodSource: a reservation ends once the registry shows a Pod on i
   CHECK(*l.pods.place(kKey, 4, false) == Slot{0, 2});
 }
 
-TEST_CASE("LocalPodSource refuses before the first list and for slices of no hosts") {
+TEST_CASE("LocalSlotAllocator refuses before the first list and for slices of no hosts") {
   Local l;
   webhook::Result<Slot> starting = l.pods.place(kKey, 4, false);
   REQUIRE_FALSE(starting.has_value());
@@ -105,7 +105,7 @@ TEST_CASE("LocalPodSource refuses before the first list and for slices of no hos
   CHECK(*l.pods.place(kKey, 4, false) == Slot{0, 0});
 }
 
-TEST_CASE("LocalPodSource gives 64 concurrent admissions 64 distinct slots") {
+TEST_CASE("LocalSlotAllocator gives 64 concurrent admissions 64 distinct slots") {
   kube::ListedCluster cluster;
   std::vector<Slot> slots(64);
   std::vector<std::thread> threads;
@@ -124,8 +124,8 @@ TEST_CASE("LocalPodSource gives 64 concurrent admissions 64 distinct slots") {
   }
 }
 
-TEST_CASE("DisabledPodSource denies, naming the feature gate and the flag") {
-  kube::DisabledPodSource off;
+TEST_CASE("DisabledSlotAllocator denies, naming the feature gate and the flag") {
+  kube::DisabledSlotAllocator off;
   webhook::Result<Slot> slot = off.place(kKey, 4, false);
   REQUIRE_FALSE(slot.has_value());
   CHECK(slot.error().code == webhook::ErrorCode::kFailedPrecondition);
