@@ -176,9 +176,9 @@ def create_all(cluster, reviews, responses):
     return [cluster.api.create("pods", p) for p in pods]
 
 
-def wait_for_cleanup(cluster):
+def wait_for_cleanup(cluster, ttl_seconds=TTL_SECONDS):
     # Claims expire after the TTL; the janitor (every max(TTL/2, 1 s)) deletes empty Leases.
-    wait_until(lambda: not cluster.api.objects("leases"), TTL_SECONDS * 3 + 10,
+    wait_until(lambda: not cluster.api.objects("leases"), ttl_seconds * 3 + 10,
                "the claim Leases to be deleted")
 
 
@@ -187,8 +187,9 @@ def wait_for_cleanup(cluster):
 def burst(work):
     """64 label-less Pods of one group (16 slices x 4 hosts) admitted concurrently, spread over
     3 replicas: every slot exactly once, every slice's Pods agree on their peers; the claims are
-    in one Lease of the webhook's namespace, and it is deleted once they expire."""
-    c = Cluster(work)
+    in one Lease of the webhook's namespace, and it is deleted once they expire. The claims live
+    long enough (12 s) for the Lease to be inspected on a slow (sanitizer) build."""
+    c = Cluster(work, ttl="12s")
     try:
         reviews = [review_for("burst-%d" % k) for k in range(64)]
         answers = send_all(c, reviews, [k % 3 for k in range(64)])
@@ -218,7 +219,7 @@ def burst(work):
             a, _ = c.mutate(i, extra)
             check(slot_of(placed_pod(work, extra, a)) == (16, 0),
                   "replica %d would not open a new slice" % i)
-        wait_for_cleanup(c)
+        wait_for_cleanup(c, ttl_seconds=12)
         for i, wh in enumerate(c.replicas):
             metrics = wh.health("/metrics")[1]
             check("kuberay_tpu_webhook_legacy_claims_written_total" in metrics,
