@@ -15,7 +15,7 @@ CXX=${FUZZ_CXX:-clang++-14} cmake -S . -B "$BUILD" -DWEBHOOK_SANITIZE=fuzz -DWEB
   { cat "$BUILD/configure.log"; exit 1; }
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(admission_fuzz topology_fuzz documents_fuzz watch_fuzz)
+  targets=(admission_fuzz topology_fuzz documents_fuzz watch_fuzz http1_fuzz)
 fi
 cmake --build "$BUILD" -j"$(nproc)" --target "${targets[@]}" >"$BUILD/build.log" 2>&1 ||
   { tail -50 "$BUILD/build.log"; exit 1; }
@@ -38,6 +38,9 @@ seed() {  # seed <target> <corpus dir>
       cp test/fixtures/admission/legacy-gap.json "$dir/" ;;
     watch_fuzz)
       cp fuzz/corpus/watch/* "$dir/" ;;
+    http1_fuzz)  # the first byte says where the rest is split
+      printf 'xPOST /mutate HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nabcGET / HTTP/1.1\r\nHost: b\r\n\r\n' >"$dir/pipelined"
+      printf '\005POST /m HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n5;x\r\nhello\r\n0\r\nT: v\r\n\r\n' >"$dir/chunked" ;;
   esac
 }
 

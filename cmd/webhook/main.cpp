@@ -5,7 +5,9 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
+#include <chrono>
 #include <csignal>
+#include <cstdint>
 #include <cstdlib>
 #include <iostream>
 #include <string>
@@ -25,8 +27,106 @@ namespace {
 constexpr int kExitStartup = 1;
 constexpr int kExitUsage = 2;
 
-// Waits for SIGTERM/SIGINT on its own thread: the first begins a graceful shutdown (SIGTERM keeps
-// the port open for the drain delay, SIGINT does not), a second one exits at once.
+// What the process does with each signal (docs/server.md "Signals and certificate files").
+// Every signal whose default action would end the process is either handled or ignored with a
+// log line, except:
+//  - the faults a bug raises in the thread that hit it (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT,
+//    SIGSYS, SIGTRAP): they keep their default action, so a crash still crashes (and dumps core
+//    where that is enabled) instead of looping on the faulting instruction;
+//  - SIGKILL and SIGSTOP, which no process can catch, block or ignore.
+// Signals whose default is to be ignored (SIGCHLD, SIGURG, SIGWINCH), to stop (SIGTSTP, SIGTTIN,
+// SIGTTOU) or to continue (SIGCONT) keep it.
+enum class SignalAction {
+  kShutdown,         // graceful shutdown with the drain delay (SIGTERM, SIGQUIT)
+  kShutdownNoDrain,  // graceful shutdown without it (SIGINT, Ctrl-C)
+  kReload,           // re-read the certificate files now (SIGHUP)
+  kIgnore,           // logged, then nothing
+};
+
+struct SignalRule {
+  int sig;
+  const char* name;
+  SignalAction action;
+};
+
+// The real-time signals SIGRTMIN..SIGRTMAX are ignored too (their bounds are not constants).
+const SignalRule kSignalRules[] = {
+    {SIGTERM, "SIGTERM", SignalAction::kShutdown},
+    {SIGQUIT, "SIGQUIT", SignalAction::kShutdown},
+    {SIGINT, "SIGINT", SignalAction::kShutdownNoDrain},
+    {SIGHUP, "SIGHUP", SignalAction::kReload},
+    {SIGUSR1, "SIGUSR1", SignalAction::kIgnore},
+    {SIGUSR2, "SIGUSR2", SignalAction::kIgnore},
+    {SIGALRM, "SIGALRM", SignalAction::kIgnore},
+    {SIGVTALRM, "SIGVTALRM", SignalAction::kIgnore},
+    {SIGPROF, "SIGPROF", SignalAction::kIgnore},
+    {SIGIO, "SIGIO", SignalAction::kIgnore},  // also named SIGPOLL
+    {SIGXCPU, "SIGXCPU", SignalAction::kIgnore},
+    {SIGXFSZ, "SIGXFSZ", SignalAction::kIgnore},
+    {SIGPIPE, "SIGPIPE", SignalAction::kIgnore},
+#ifdef SIGPWR
+    {SIGPWR, "SIGPWR", SignalAction::kIgnore},
+#endif
+#ifdef SIGSTKFLT
+    {SIGSTKFLT, "SIGSTKFLT", SignalAction::kIgnore},
+#endif
+};
+
+bool is_realtime(int sig) { return sig >= SIGRTMIN && sig <= SIGRTMAX; }
+
+SignalAction action_of(int sig) {
+  for (const SignalRule& r : kSignalRules) {
+    if (r.sig == sig) {
+      return r.action;
+    }
+  }
+  return SignalAction::kIgnore;  // a real-time signal: the only others in the set
+}
+
+std::string signal_name(int sig) {
+  for (const SignalRule& r : kSignalRules) {
+    if (r.sig == sig) {
+      return r.name;
+    }
+  }
+  if (is_realtime(sig)) {
+    return sig == SIGRTMIN ? "SIGRTMIN" : "SIGRTMIN+" + std::to_string(sig - SIGRTMIN);
+  }
+  return "signal " + std::to_string(sig);
+}
+
+// Every signal of kSignalRules and the real-time ones.
+sigset_t watched_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (const SignalRule& r : kSignalRules) {
+    sigaddset(&set, r.sig);
+  }
+  for (int sig = SIGRTMIN; sig <= SIGRTMAX; ++sig) {
+    sigaddset(&set, sig);
+  }
+  return set;
+}
+
+// Called first in main, before any thread starts, so every thread inherits the mask: the watched
+// signals are then only ever taken by SignalWatcher's sigtimedwait. The ignored ones are also set
+// to SIG_IGN, so that a thread which unblocked one could not die of it; Linux still queues a
+// blocked signal whose action is SIG_IGN, so sigtimedwait sees and logs it. A SIGPIPE raised by a
+// write to a closed socket stays pending on the writing thread (writes use MSG_NOSIGNAL anyway).
+void take_over_signals() {
+  sigset_t set = watched_signals();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sigismember(&set, sig) == 1 && action_of(sig) == SignalAction::kIgnore) {
+      signal(sig, SIG_IGN);
+    }
+  }
+}
+
+// Takes the watched signals on its own thread. The first SIGTERM, SIGQUIT or SIGINT begins a
+// graceful shutdown (SIGTERM and SIGQUIT keep the port open for the drain delay, SIGINT does
+// not); a second one exits at once. SIGHUP re-reads the certificate files; the others are logged
+// and ignored.
 class SignalWatcher {
  public:
   SignalWatcher(server::WebhookServer& srv, const server::Log& log, std::chrono::milliseconds drain)
@@ -40,24 +140,46 @@ class SignalWatcher {
 
  private:
   void run(server::WebhookServer& srv, const server::Log& log, std::chrono::milliseconds drain) {
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    int received = 0;
+    const sigset_t set = watched_signals();
+    int shutdowns = 0;
     while (!done_) {
       timespec tick{0, 200'000'000};
-      int sig = sigtimedwait(&set, nullptr, &tick);
+      siginfo_t info{};
+      int sig = sigtimedwait(&set, &info, &tick);
       if (sig < 0) {
         continue;
       }
-      if (++received > 1) {
-        log.error("second signal: exiting without waiting", {{"signal", strsignal(sig)}});
+      const std::string name = signal_name(sig);
+      // Sent by a process (kill, sigqueue, tgkill), not by the kernel: say which.
+      const bool sent =
+          info.si_code == SI_USER || info.si_code == SI_QUEUE || info.si_code == SI_TKILL;
+      const std::int64_t pid = sent ? info.si_pid : 0;
+      const std::int64_t uid = sent ? info.si_uid : 0;
+      SignalAction action = action_of(sig);
+      if (action == SignalAction::kIgnore) {
+        log.warn("signal ignored", {{"signal", name}, {"sender_pid", pid}, {"sender_uid", uid}});
+        continue;
+      }
+      if (action == SignalAction::kReload) {
+        log.info(
+            "signal received",
+            {{"signal", name}, {"action", "re-read the certificate files"}, {"sender_pid", pid}});
+        if (!srv.reload_certificates()) {
+          log.info("nothing to re-read: the certificate came from --server-cert/--server-key");
+        }
+        continue;
+      }
+      if (++shutdowns > 1) {
+        log.error("second signal: exiting without waiting", {{"signal", name}});
         log.flush();
         std::_Exit(kExitStartup);
       }
-      log.info("signal received", {{"signal", strsignal(sig)}});
-      srv.shutdown(sig == SIGTERM ? drain : std::chrono::milliseconds(0));
+      const bool with_drain = action == SignalAction::kShutdown;
+      log.info("signal received",
+               {{"signal", name},
+                {"action", with_drain ? "graceful shutdown" : "graceful shutdown, no drain delay"},
+                {"sender_pid", pid}});
+      srv.shutdown(with_drain ? drain : std::chrono::milliseconds(0));
     }
   }
 
@@ -68,13 +190,7 @@ class SignalWatcher {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Signals are taken by SignalWatcher only: block them before any thread starts.
-  sigset_t blocked;
-  sigemptyset(&blocked);
-  sigaddset(&blocked, SIGTERM);
-  sigaddset(&blocked, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &blocked, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  take_over_signals();  // before any thread starts: SignalWatcher alone takes signals
 
   webhook::Result<server::Flags> flags =
       server::parse_flags(std::vector<std::string>(argv + 1, argv + argc));

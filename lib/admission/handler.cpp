@@ -1,8 +1,12 @@
 #include "admission/handler.h"
 
+#include <algorithm>
+
 #include "base/json/access.h"
+#include "base/memory/reserve.h"
 #include "base/text/text.h"
 #include "podpatch/affinity.h"
+#include "podpatch/env.h"
 #include "podpatch/keys.h"
 #include "podpatch/patch.h"
 #include "podpatch/reasons.h"
@@ -40,8 +44,9 @@ Response deny_pod(const Request& req, webhook::Error error) {
           ? req.ns
           : std::string(webhook::string_member(webhook::member(req.object, "metadata"), "namespace")
                             .value_or(""));
-  error.message = "Pod " + webhook::quote(podpatch::pod_name(req.object, req.name)) +
-                  (ns.empty() ? "" : " in namespace " + webhook::quote(ns)) + ": " + error.message;
+  error.message = "Pod " + webhook::quote_bounded(podpatch::pod_name(req.object, req.name)) +
+                  (ns.empty() ? "" : " in namespace " + webhook::quote_bounded(ns)) + ": " +
+                  error.message;
   return denied(req.uid, error);
 }
 
@@ -102,6 +107,46 @@ std::string legacy_warning(const podpatch::Slot& slot) {
          "KubeRay's RayMultiHostIndexing feature gate (KubeRay >= 1.5) for stateless placement";
 }
 
+// What the answer will list (the inputs of answer_memory_bound), from the slice, the Pod's TPU
+// containers and the names the hostnames are made of.
+AnswerShape answer_shape(const PodView& view, const PodFacts& facts, const PodNames& names) {
+  const topology::Slice& slice = facts.slice;
+  AnswerShape s;
+  s.hosts = static_cast<std::size_t>(slice.hosts());
+  s.devices = static_cast<std::size_t>(slice.total_devices());
+  s.tpu_containers = view.tpu_containers().size();
+  s.tpu7x = slice.tpu7x();
+  s.group_bytes = view.label(keys::kGroupLabel).value_or("").size();
+  s.service_bytes = names.service.size();
+  for (const podpatch::TpuContainer& t : view.tpu_containers()) {
+    std::optional<std::string_view> literal =
+        podpatch::env_literal(view.container(t.index), keys::kWorkerHostnames);
+    if (std::size_t count = literal ? topology::list_size(*literal) : 0; count > 0) {
+      s.literal_entry_bytes =
+          std::max(s.literal_entry_bytes, (literal->size() + 1 + count - 1) / count);
+    }
+  }
+  return s;
+}
+
+// Stage "reserve": the heap the answer takes beyond what every request is granted, asked of the
+// server before it is built (a no-op outside the server). 503 when it stays unavailable.
+webhook::Status reserve_answer(const PodView& view, const PodFacts& facts, const PodNames& names) {
+  constexpr std::size_t kGrantedBytes = std::size_t{64} << 10;  // granted whatever the body
+  std::size_t bytes = answer_memory_bound(answer_shape(view, facts, names));
+  if (bytes <= kGrantedBytes || webhook::memory::reserve(bytes)) {
+    return {};
+  }
+  constexpr std::size_t kMiB = std::size_t{1} << 20;
+  return webhook::Error{webhook::ErrorCode::kUnavailable,
+                        "the webhook is busy: the answer for this " +
+                            std::to_string(facts.slice.chips()) + "-chip slice needs about " +
+                            std::to_string((bytes + kMiB - 1) / kMiB) +
+                            " MiB of its in-flight memory budget (three quarters of "
+                            "--memory-limit), which stayed full; retry, or raise --memory-limit",
+                        reasons::kServerBusy};
+}
+
 }  // namespace
 
 // Stage "names": the live headless Service wins over the one KubeRay's version would create
@@ -121,15 +166,15 @@ webhook::Result<PodNames> Handler::choose_names(const PodFacts& facts, const Pod
     return names;
   }
   if (!topology::is_dns1123_label(names.service)) {
-    return not_a_dns_label("headless Service name " + webhook::quote(names.service) +
-                           " (from RayCluster " + webhook::quote(key.cluster) +
+    return not_a_dns_label("headless Service name " + webhook::quote_bounded(names.service) +
+                           " (from RayCluster " + webhook::quote_bounded(key.cluster) +
                            ") is not a DNS label (at most 63 lowercase letters, digits and '-'), "
                            "so it cannot be the Pod's subdomain; shorten or rename the RayCluster");
   }
   std::string last_host = topology::host_name(key.group, 0, facts.slice.hosts() - 1);
   if (!topology::is_dns1123_label(last_host)) {
-    return not_a_dns_label("worker group name " + webhook::quote(key.group) +
-                           " gives hostnames such as " + webhook::quote(last_host) +
+    return not_a_dns_label("worker group name " + webhook::quote_bounded(key.group) +
+                           " gives hostnames such as " + webhook::quote_bounded(last_host) +
                            " that are not DNS labels (at most 63 lowercase letters, digits and "
                            "'-'); rename the worker group");
   }
@@ -187,7 +232,8 @@ webhook::Result<PodPlacement> Handler::choose_placement(const Request& req, cons
   return out;
 }
 
-// Stages facts -> names -> placement -> plan -> mutate + diff, for a Pod this webhook mutates.
+// Stages facts -> names -> placement -> reserve -> plan -> mutate + diff, for a Pod this webhook
+// mutates.
 webhook::Result<Response> Handler::mutate_tpu_pod(const Request& req, PodDecision& d) const {
   ASSIGN_OR_RETURN(d.view, read_pod(req.object));
   if (!d.view->is_tpu_pod()) {
@@ -197,6 +243,7 @@ webhook::Result<Response> Handler::mutate_tpu_pod(const Request& req, PodDecisio
   ASSIGN_OR_RETURN(d.facts, read_facts(view, req.ns));
   ASSIGN_OR_RETURN(d.names, choose_names(*d.facts, view));
   ASSIGN_OR_RETURN(d.placement, choose_placement(req, view, *d.facts));
+  RETURN_IF_ERROR(reserve_answer(view, *d.facts, *d.names));
 
   const Placement& placed = d.placement->placement;
   podpatch::MutationPlan plan;
@@ -245,9 +292,10 @@ Response Handler::validate(const Request& req) const {
     return allowed(req.uid);
   }
   if (!req.object.is_object()) {
-    return denied(req.uid, webhook::invalid_argument("RayCluster " + webhook::quote(req.name) +
-                                                     ": request.object must be a RayCluster object")
-                               .with_reason(reasons::kMalformedObject));
+    return denied(req.uid,
+                  webhook::invalid_argument("RayCluster " + webhook::quote_bounded(req.name) +
+                                            ": request.object must be a RayCluster object")
+                      .with_reason(reasons::kMalformedObject));
   }
   // An UPDATE that leaves the spec as it was (labels, annotations, finalizers) or touches a
   // RayCluster being deleted is not blocked: denying it could keep a cluster admitted before

@@ -12,7 +12,8 @@
 //
 // A TPU Pod goes through named stages, each a function returning a webhook::Result: facts (M2)
 // -> names (the headless Service and DNS labels) -> placement (M4 topology key, M3 slot) ->
-// plan -> mutate + diff. A failing stage's Error (with its reason, podpatch/reasons.h) becomes
+// reserve (the memory of a large slice's answer, admission::answer_memory_bound) -> plan ->
+// mutate + diff. A failing stage's Error (with its reason, podpatch/reasons.h) becomes
 // the denial. Thread-safe when the sources are: the Handler itself holds no mutable state.
 
 #include <optional>

@@ -6,6 +6,7 @@
 //                               : admission::denied(admission::request_uid(body), req.error());
 //   std::string out = admission::encode(r);   // response.uid == request.uid on every path
 
+#include <cstddef>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -22,6 +23,93 @@ using json = nlohmann::json;
 // Nesting deeper than this is refused before parsing: a Pod or RayCluster is ~15 levels deep,
 // and recursion over unbounded depth (diff, dump) would exhaust the stack.
 inline constexpr int kMaxJsonDepth = 100;
+
+// The heap one review may take to decode: decode refuses, before parsing, a body whose JSON
+// scan_json estimates at more than parse_memory_bound(body size) (reason json_too_costly, 413).
+// The estimate is conservative, so whatever decode accepts or refuses allocates at most that many
+// bytes, counted in malloc chunks: json::parse, the fields decode copies, and destroying the
+// parsed value; request_uid stays below it as well (nlohmann::json 3.11 on libstdc++ and glibc,
+// 64-bit; test/unit/parse_memory counts every allocation to check it). A server can charge each
+// request its body plus this bound against a memory budget. Genuine reviews (a Pod or RayCluster
+// as the API server sends it) take 3-9 bytes per body byte, the costliest accepted ones up to 15;
+// a body of tiny values such as [{},{},...] would take up to 44, and is refused.
+inline constexpr std::size_t kParseMemoryPerBodyByte = 16;
+// What the bound allows whatever the size: the parser's stacks, the text of an error, and the
+// values of a body too short to be a threat (a 5-byte [1,2] takes 16 bytes per byte already).
+inline constexpr std::size_t kParseMemoryFixedBytes = 8192;
+constexpr std::size_t parse_memory_bound(std::size_t body_bytes) {
+  return kParseMemoryPerBodyByte * body_bytes + kParseMemoryFixedBytes;
+}
+
+// The heap one whole admission may take per body byte, the body itself not included: the decoded
+// request and the Handler's two working copies of what it may change (the mutable parts before
+// and after the mutation, diffed into the patch, M6), each at most the parse bound, so
+// 3 x kParseMemoryPerBodyByte; the patch and the encoded answer fit in what that leaves. The
+// server grants each request body x (1 + this)
+// + 64 KiB against its in-flight memory budget. test/unit/parse_memory measures it on every
+// fixture, on the costliest shapes decode accepts in the parts the Handler ignores, checks or
+// copies, and on values the Handler repeats in its messages (names are cut to
+// webhook::kMaxShownBytes there, lists are not split beyond what the slice can use): genuine
+// reviews take up to 20 bytes per body byte, fillers in the copied parts up to 46. It does NOT
+// cover the answer for a large slice, whose patch lists every host and chip address (M5): that
+// grows with the slice, not with the body, and is bounded by answer_memory_bound.
+inline constexpr std::size_t kAdmissionMemoryPerBodyByte = 3 * kParseMemoryPerBodyByte;
+
+// What the answer for a TPU Pod lists, as the Handler knows it once the slice, the Pod's TPU
+// containers and the names are read (docs/spec.md M5.2, M5.3).
+struct AnswerShape {
+  std::size_t hosts = 1;           // the slice's hosts; 1 lists no hostnames
+  std::size_t devices = 0;         // chips x chiplets: one slicebuilder address each
+  std::size_t tpu_containers = 0;  // each gets its own copy of every list
+  bool tpu7x = false;              // TPU_PROCESS_ADDRESSES: hosts x containers addresses
+  std::size_t group_bytes = 0;     // the worker group's name, the start of each hostname
+  std::size_t service_bytes = 0;   // the headless Service's name, the end of each hostname
+  // The most bytes per entry of a TPU container's literal TPU_WORKER_HOSTNAMES, (length + 1) /
+  // entries rounded up: M5.3 may build the slicebuilder list from it instead. 0 when none.
+  std::size_t literal_entry_bytes = 0;
+};
+
+// The copies the answer makes of a list, measured on the largest slices by test/unit/parse_memory
+// (up to 4.8): the mutated env and the patch's value, the patch's JSON text, its base64 in the
+// encoded response; a list kept from the Pod spec is shown in a warning instead, which makes
+// fewer. Plus one for margin.
+inline constexpr std::size_t kAnswerListCopies = 6;
+// The bytes of one host entry ("<group>-<replica>-<host>.<service>", replica as an int of up to
+// 10 digits) and of one address ("<entry>:<port>,", the port an int of up to 11 characters).
+constexpr std::size_t answer_host_entry_bytes(const AnswerShape& s) {
+  std::size_t host_digits = 1;
+  for (std::size_t h = s.hosts; h >= 10; h /= 10) {
+    ++host_digits;
+  }
+  return s.hosts > 1 ? s.group_bytes + s.service_bytes + 3 + 10 + host_digits : 9;  // localhost
+}
+
+// An upper bound of the heap the Handler's answer for a TPU Pod takes beyond
+// kAdmissionMemoryPerBodyByte x body: every TPU container's TPU_WORKER_HOSTNAMES (hosts
+// entries), TPU_PROCESS_ADDRESSES (TPU7x: hosts x containers addresses) and
+// TORCH_TPU_SLICEBUILDER_ADDRESSES (one address per device), kAnswerListCopies times, plus the
+// lists and host names the mutation computes once. A few KiB for an ordinary slice (a v6e 4x4,
+// a TPU7x 2x2x2), tens of MiB for the largest: the Handler reserves it
+// (webhook::memory::reserve) before building the answer when it exceeds the 64 KiB every
+// request is granted whatever its body (docs/server.md).
+constexpr std::size_t answer_memory_bound(const AnswerShape& s) {
+  const std::size_t entry = answer_host_entry_bytes(s);
+  const std::size_t address = entry + 13;
+  const std::size_t literal_address =
+      (s.literal_entry_bytes > entry ? s.literal_entry_bytes : entry) + 13;
+  const bool multi_host = s.hosts > 1;
+  const std::size_t hostnames = multi_host ? s.hosts * (entry + 1) : 0;
+  const std::size_t processes =
+      s.tpu7x && (multi_host || s.tpu_containers > 1) ? s.hosts * s.tpu_containers * address : 0;
+  const std::size_t slicebuilder = s.devices * (multi_host ? literal_address : address);
+  const std::size_t per_container = hostnames + processes + slicebuilder;
+  // Computed once: each host name as a std::string (its object and malloc chunk) and the lists.
+  const std::size_t shared = s.hosts * (entry + 64) + hostnames + processes + s.devices * address;
+  return kAnswerListCopies * s.tpu_containers * per_container + shared;
+}
+
+// Kubernetes sends a UUID (36 bytes) as request.uid; a longer one is refused, never echoed.
+inline constexpr std::size_t kMaxUidBytes = 128;
 
 struct Request {
   std::string uid;
@@ -41,16 +129,29 @@ struct Request {
 // Parses an AdmissionReview. Fails with reason malformed_request and a message saying what is
 // wrong and what is expected on an empty body, bytes that are not JSON, nesting deeper than
 // kMaxJsonDepth (ResourceExhausted), a JSON that is not an admission.k8s.io/v1 AdmissionReview,
-// or one without `request`, `request.uid`, `request.kind` or `request.operation`.
+// or one without `request`, `request.uid` (of at most kMaxUidBytes), `request.kind` or
+// `request.operation`; with reason json_too_costly (ResourceExhausted) on a body that would take
+// more than parse_memory_bound(body.size()) bytes to parse.
 webhook::Result<Request> decode(std::string_view body);
 
 // request.uid of an AdmissionReview read from the start of `text` without parsing the rest:
 // works on a body cut short, malformed or too large to parse, so that a refusal can still name
-// the request it answers. "" when none can be read.
+// the request it answers. "" when none can be read, or when it is longer than kMaxUidBytes.
 std::string request_uid(std::string_view text);
 
-// Refuses JSON text nested deeper than `max_depth` (arrays and objects), scanning the bytes once
-// without parsing. ResourceExhausted naming the depth; other syntax errors are left to the parser.
+// What parsing JSON text with nlohmann::json would cost, read in one pass over the bytes without
+// parsing or allocating (strings are skipped, other syntax errors are left to the parser).
+struct JsonScan {
+  int depth = 0;  // the deepest nesting of arrays and objects; the scan stops past max_depth
+  // An upper bound of the heap bytes (malloc chunks) that json::parse of the text, decode's
+  // copies and destroying the result take at their peak; meaningless when depth > max_depth.
+  std::size_t parse_bytes = 0;
+};
+// `max_depth` above kMaxJsonDepth counts as kMaxJsonDepth.
+JsonScan scan_json(std::string_view text, int max_depth = kMaxJsonDepth);
+
+// Refuses JSON text nested deeper than `max_depth` (arrays and objects; at most kMaxJsonDepth),
+// with scan_json. ResourceExhausted naming the depth; other syntax errors are left to the parser.
 webhook::Status check_json_depth(std::string_view text, int max_depth);
 
 struct Response {

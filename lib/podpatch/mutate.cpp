@@ -1,6 +1,7 @@
 #include "podpatch/mutate.h"
 
 #include "base/json/access.h"
+#include "base/text/text.h"
 #include "podpatch/affinity.h"
 #include "podpatch/env.h"
 #include "podpatch/keys.h"
@@ -94,7 +95,7 @@ class ContainerEnv {
     }
   }
 
-  std::string prefix() const { return "container \"" + std::string(name_) + "\": "; }
+  std::string prefix() const { return "container " + webhook::quote_bounded(name_) + ": "; }
   std::vector<std::string>& warnings() { return warnings_; }
 
  private:
@@ -114,15 +115,15 @@ std::string slicebuilder_for(ContainerEnv& env, const topology::Slice& slice,
   if (!user || *user == values.hostnames_joined) {
     return values.slicebuilder;
   }
-  std::vector<std::string> entries = topology::split_list(*user);
-  bool divides = slice.chips() % static_cast<int>(entries.size()) == 0;
-  bool empty_entry = false;
-  for (const std::string& e : entries) {
-    empty_entry = empty_entry || e.empty();
-  }
+  // Counted before splitting: a list of more entries than the slice has chips cannot divide it,
+  // and is not made into one string per entry.
+  std::size_t count = topology::list_size(*user);
+  auto chips = static_cast<std::size_t>(slice.chips());
+  bool divides = count <= chips && chips % count == 0;
+  bool empty_entry = topology::list_has_empty_item(*user);
   if (!divides || empty_entry) {
-    std::string why = empty_entry ? " \"" + std::string(*user) + "\" has an empty entry"
-                                  : " has " + std::to_string(entries.size()) +
+    std::string why = empty_entry ? " " + webhook::quote_bounded(*user) + " has an empty entry"
+                                  : " has " + std::to_string(count) +
                                         " entries, which do not divide the slice's " +
                                         std::to_string(slice.chips()) + " chips";
     env.warnings().push_back(env.prefix() + "TPU_WORKER_HOSTNAMES" + why +
@@ -130,6 +131,7 @@ std::string slicebuilder_for(ContainerEnv& env, const topology::Slice& slice,
                              "instead");
     return values.slicebuilder;
   }
+  std::vector<std::string> entries = topology::split_list(*user);
   int ports = slice.chips() / static_cast<int>(entries.size()) * slice.chiplets();
   return topology::address_list(entries, ports, plan.ports.tpu_process_base);
 }

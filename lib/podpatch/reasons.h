@@ -15,8 +15,10 @@ namespace podpatch::reasons {
 inline constexpr std::string_view kMethodNotAllowed = "method_not_allowed";
 inline constexpr std::string_view kBodyTooLarge = "body_too_large";
 inline constexpr std::string_view kRequestTimeout = "request_timeout";
+inline constexpr std::string_view kServerBusy = "server_busy";
 inline constexpr std::string_view kUnsupportedMediaType = "unsupported_media_type";
 inline constexpr std::string_view kMalformedRequest = "malformed_request";
+inline constexpr std::string_view kJsonTooCostly = "json_too_costly";
 inline constexpr std::string_view kInternalError = "internal_error";
 
 // Both webhooks: a review for a kind the endpoint does not handle (M1, V1).
@@ -52,7 +54,7 @@ inline constexpr std::array kAll = {
     kInvalidChips,        kInvalidName,          kSubsliceAmbiguous, kInvalidIndexLabel,
     kSlotConflict,        kPlacementUnavailable, kNoContainers,      kInvalidResources,
     kMissingNumOfHosts,   kInvalidNumOfHosts,    kHostsMismatch,     kSubsliceInvalid,
-    kSubsliceUnplaceable,
+    kSubsliceUnplaceable, kServerBusy,           kJsonTooCostly,
 };
 
 }  // namespace podpatch::reasons

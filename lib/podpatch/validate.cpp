@@ -111,8 +111,8 @@ webhook::Status check_group(const json& group, std::size_t index, const std::str
                             bool cluster_kueue, NodeSource& nodes,
                             std::vector<std::string>& warnings) {
   std::string name(string_member(&group, "groupName").value_or(""));
-  std::string label =
-      name.empty() ? "workerGroupSpecs[" + std::to_string(index) + "]" : webhook::quote(name);
+  std::string label = name.empty() ? "workerGroupSpecs[" + std::to_string(index) + "]"
+                                   : webhook::quote_bounded(name);
   std::string where = id + "worker group " + label + ": ";
   const json* tmpl = member(group, "template");
   const json* containers = member(tmpl, "spec", "containers");
@@ -175,7 +175,9 @@ ClusterReport validate_raycluster(const json& cluster, NodeSource& nodes,
   const json* metadata = member(cluster, "metadata");
   std::string name(string_member(metadata, "name").value_or(""));
   std::string ns(string_member(metadata, "namespace").value_or(request_ns));
-  std::string id = "RayCluster " + (ns.empty() ? "" : ns + "/") + name + ": ";
+  // Names are cut (webhook::bounded): `id` starts every message and warning about the cluster.
+  std::string id = "RayCluster " + (ns.empty() ? "" : webhook::bounded(ns) + "/") +
+                   webhook::bounded(name) + ": ";
   const json* groups = member(cluster, "spec", "workerGroupSpecs");
   if (groups == nullptr || groups->is_null()) {
     return report;

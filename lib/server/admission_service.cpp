@@ -68,6 +68,12 @@ webhook::Status AdmissionService::check_envelope(const HttpRequestView& request)
                               " bytes (--max-body-bytes)",
                           reasons::kBodyTooLarge};
   }
+  if (request.busy) {
+    return webhook::Error{ErrorCode::kUnavailable,
+                          "the webhook is busy with other large requests (its in-flight memory "
+                          "budget, three quarters of --memory-limit, stayed full); retry",
+                          reasons::kServerBusy};
+  }
   if (request.timed_out) {
     return webhook::Error{ErrorCode::kDeadlineExceeded, std::string(kReadTimeoutMessage),
                           reasons::kRequestTimeout};
@@ -110,7 +116,6 @@ struct AdmissionService::Exchange {
 
 HttpReply AdmissionService::admit(Webhook webhook, const HttpRequestView& http) const {
   Clock::time_point start = Clock::now();
-  metrics_.request_started(webhook);
   webhook::Status envelope = check_envelope(http);
   Exchange x{envelope ? admission::decode(http.body)
                       : webhook::Result<admission::Request>(envelope.error()),
@@ -120,7 +125,8 @@ HttpReply AdmissionService::admit(Webhook webhook, const HttpRequestView& http) 
   record(webhook, x, Clock::now() - start);
 
   HttpReply reply;
-  reply.close = http.too_large || http.incomplete || http.timed_out;
+  reply.close = http.too_large || http.incomplete || http.timed_out || http.busy;
+  reply.metric_code = x.response.allowed ? 200 : x.response.code;
   reply.allow_post_header =
       !envelope && envelope.error().code == webhook::ErrorCode::kMethodNotAllowed;
   if (!x.request && x.response.uid.empty()) {  // nothing to echo: an HTTP error
@@ -133,9 +139,8 @@ HttpReply AdmissionService::admit(Webhook webhook, const HttpRequestView& http) 
 }
 
 HttpReply AdmissionService::other(const HttpRequestView& request) const {
-  Clock::time_point start = Clock::now();
   HttpReply reply;
-  reply.close = request.too_large || request.incomplete || request.timed_out;
+  reply.close = request.too_large || request.incomplete || request.timed_out || request.busy;
   if (request.path == "/" && (request.method == "GET" || request.method == "HEAD")) {
     reply.content_type = "text/plain";
     reply.body = "kuberay-tpu-webhook";
@@ -144,8 +149,6 @@ HttpReply AdmissionService::other(const HttpRequestView& request) const {
     reply.body = status_json(404, "no such path " + std::string(request.path) +
                                       "; the webhook serves POST /mutate and POST /validate");
   }
-  metrics_.request_started(Webhook::kOther);
-  metrics_.request_finished(Webhook::kOther, reply.status, Clock::now() - start);
   log_.debug(2, "http",
              {{"method", request.method}, {"path", request.path}, {"code", reply.status}});
   return reply;
@@ -156,7 +159,6 @@ void AdmissionService::record(Webhook webhook, const Exchange& x,
                               std::chrono::nanoseconds latency) const {
   const admission::Response& response = x.response;
   int code = response.allowed ? 200 : response.code;
-  metrics_.request_finished(webhook, code, latency);
   if (!response.allowed) {
     metrics_.denial(webhook, response.reason);
   }

@@ -23,34 +23,11 @@
 #include <string_view>
 
 #include "admission/handler.h"
+#include "server/http_message.h"
 #include "server/log.h"
 #include "server/metrics.h"
 
 namespace server {
-
-struct HttpRequestView {
-  std::string_view method;
-  std::string_view path;
-  std::string_view content_type;
-  // The body as read: whole, or its first bytes when too_large or incomplete.
-  std::string_view body;
-  bool too_large = false;   // longer than max_body_bytes (declared or read)
-  bool incomplete = false;  // the client stopped sending before the end
-  bool timed_out = false;   // incomplete because --read-timeout passed (the connection closes)
-};
-
-// The answer to a request that did not arrive within --read-timeout (HTTP 408, or a denial
-// with that code when its uid could be read).
-inline constexpr std::string_view kReadTimeoutMessage =
-    "the request did not arrive within --read-timeout; send it whole, without pauses";
-
-struct HttpReply {
-  int status = 200;
-  std::string body;
-  std::string content_type = "application/json";
-  bool allow_post_header = false;  // "Allow: POST" (405)
-  bool close = false;              // the body was not read whole: close after responding
-};
 
 class AdmissionService {
  public:
@@ -78,8 +55,5 @@ class AdmissionService {
 
 // Whether a Content-Type names application/json (parameters such as charset allowed).
 bool is_json_content_type(std::string_view content_type);
-
-// One line of JSON: a metav1 Status with `code` and `message`, for errors without a uid.
-std::string status_json(int code, std::string_view message);
 
 }  // namespace server

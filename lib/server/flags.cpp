@@ -26,6 +26,9 @@ using namespace std::chrono_literals;
 constexpr std::size_t kMinBodyBytes = std::size_t{4} * 1024;
 constexpr std::size_t kMaxBodyBytes = std::size_t{256} * 1024 * 1024;
 constexpr int kMaxThreads = 4096;
+constexpr int kMaxConnections = 1 << 20;
+constexpr std::int64_t kMaxHeaderBytes = 1 << 20;
+constexpr std::uint64_t kMinMemoryLimit = std::uint64_t{32} << 20;
 constexpr int kMaxVerbosity = 4;
 
 using webhook::flags::Flag;
@@ -140,6 +143,25 @@ Flag<Flags> stop_flag(std::string name, std::string alias, bool Flags::*field, s
           .stops = true};
 }
 
+Flag<Flags> memory_flag() {
+  return {.name = "memory-limit",
+          .value_name = "BYTES",
+          .help =
+              "the container's memory limit, such as 256Mi; requests in flight hold at most "
+              "three quarters of it (default: the cgroup's limit, else 256Mi)",
+          .apply = [](Flags& f, std::string_view v) -> webhook::Status {
+            webhook::Result<std::uint64_t> n = parse_byte_quantity(v);
+            if (!n) {
+              return n.error();
+            }
+            if (*n < kMinMemoryLimit) {
+              return invalid_argument("must be at least 32Mi");
+            }
+            f.memory_limit = *n;
+            return {};
+          }};
+}
+
 void add_serving_flags(FlagTable<Flags>& t) {
   t.section("Serving")
       .add(address_flag("bind-address", &Flags::bind_address,
@@ -168,7 +190,20 @@ void add_serving_flags(FlagTable<Flags>& t) {
       .add(int_flag(
           "threads", "N", 1, kMaxThreads,
           [](Flags& f, std::int64_t n) { f.threads = static_cast<int>(n); },
-          "connections served at once (default 64)"));
+          "requests handled at once; idle connections hold none (default 64)"))
+      .add(int_flag(
+          "max-connections", "N", 16, kMaxConnections,
+          [](Flags& f, std::int64_t n) { f.max_connections = static_cast<int>(n); },
+          "open connections per port; at the cap the oldest idle one is closed\n"
+          "(default 4096)"))
+      .add(int_flag(
+          "max-header-bytes", "N", 1024, kMaxHeaderBytes,
+          [](Flags& f, std::int64_t n) { f.max_header_bytes = static_cast<std::size_t>(n); },
+          "request line and headers; larger is answered 431 and closed (default 16384)"))
+      .add(duration_flag("idle-timeout", &Flags::idle_timeout, 1h,
+                         "a keep-alive connection closes after this long without a request "
+                         "(default 60s)"))
+      .add(memory_flag());
 }
 
 void add_placement_flags(FlagTable<Flags>& t) {
@@ -238,6 +273,27 @@ const FlagTable<Flags>& table() {
 std::string ListenAddress::text() const {
   bool v6 = host.find(':') != std::string::npos;
   return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+webhook::Result<std::uint64_t> parse_byte_quantity(std::string_view text) {
+  static const std::pair<std::string_view, std::uint64_t> kSuffixes[] = {
+      {"Ki", 1ULL << 10}, {"Mi", 1ULL << 20}, {"Gi", 1ULL << 30},     {"Ti", 1ULL << 40},
+      {"k", 1000ULL},     {"M", 1000'000ULL}, {"G", 1000'000'000ULL}, {"T", 1000'000'000'000ULL},
+  };
+  std::uint64_t scale = 1;
+  std::string_view digits = text;
+  for (const auto& [suffix, factor] : kSuffixes) {
+    if (text.ends_with(suffix)) {
+      scale = factor;
+      digits = text.substr(0, text.size() - suffix.size());
+      break;
+    }
+  }
+  std::optional<std::int64_t> n = webhook::parse_non_negative(digits);
+  if (!n || static_cast<std::uint64_t>(*n) > std::numeric_limits<std::uint64_t>::max() / scale) {
+    return invalid_argument("expected a byte count such as 268435456 or 256Mi");
+  }
+  return static_cast<std::uint64_t>(*n) * scale;
 }
 
 webhook::Result<ListenAddress> parse_listen_address(std::string_view text) {

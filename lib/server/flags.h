@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -53,8 +54,13 @@ struct Flags {
   admission::Config handler;  // --kuberay-version and the port bases
   std::size_t max_body_bytes = std::size_t{7} * 1024 * 1024;
   std::chrono::milliseconds read_timeout{10'000};
+  std::chrono::milliseconds idle_timeout{60'000};
   std::chrono::milliseconds shutdown_timeout{15'000};
   int threads = 64;
+  int max_connections = 4096;  // per listening port
+  std::size_t max_header_bytes = 16384;
+  // Bytes; 0: the container's cgroup memory limit, else kDefaultMemoryLimit.
+  std::uint64_t memory_limit = 0;
   LogFormat log_format = LogFormat::kText;
   int verbosity = 0;
   bool help = false;
@@ -70,6 +76,10 @@ webhook::Result<Flags> parse_flags(const std::vector<std::string>& args);
 // Parses a Go duration such as "15s", "1m30s", "250ms" or "1.5h" (units ns, us, µs, ms, s, m,
 // h; "0" needs none). InvalidArgument for a missing unit, an unknown unit, a sign or overflow.
 webhook::Result<std::chrono::nanoseconds> parse_duration(std::string_view text);
+
+// Parses a byte quantity: "268435456", or Kubernetes suffixes Ki, Mi, Gi, Ti (1024-based) and
+// k, M, G, T (1000-based), such as "256Mi". InvalidArgument for anything else or overflow.
+webhook::Result<std::uint64_t> parse_byte_quantity(std::string_view text);
 
 // Parses ":9443", "host:9443", "[::1]:9443". InvalidArgument for a missing or bad port.
 webhook::Result<ListenAddress> parse_listen_address(std::string_view text);

@@ -1,102 +1,120 @@
 #pragma once
-// An httplib::Server whose connections are server::Connection: cpp-httplib parses and routes
-// requests and writes responses; this class owns everything about the socket (cpp-httplib 0.11's
-// defaults would cost ~40 ms a request without TCP_NODELAY, close keep-alive connections every
-// 5 requests, share the port silently with SO_REUSEPORT and accept a backlog of 5).
+// The webhook's HTTP/1.1 server: one epoll set per listening port, served by a pool of worker
+// threads, so that a connection holds a worker only while one of its requests is being read,
+// handled or written. Idle, half-open, handshaking and slowly-sending connections wait in the
+// epoll set with their own deadlines and cost no thread (docs/server.md "Connections and
+// limits", docs/security.md).
 //
-//   server::HttpServer https({.ssl_ctx = ctx.get(), .limits = limits, .max_threads = 64}, log);
-//   https.Post(".*", handler);
-//   auto port = https.bind({"127.0.0.1", 0});
+//   server::HttpServer https({.ssl_ctx = ctx, .limits = limits, .workers = 64,
+//                             .handler = [&](const HttpRequestView& r) { return route(r); }},
+//                            log);
+//   webhook::Result<int> port = https.bind({"127.0.0.1", 0});
 //   std::thread t([&] { https.serve(); });   // returns after stop_serving(), once every
 //   https.stop_serving();                     // connection has closed
 //
-// Connections: a TLS handshake and every request must arrive within limits.read_timeout; an idle
-// keep-alive connection is closed after idle_timeout, at stop_serving(), or as soon as another
-// connection waits for a worker (so idle clients cannot starve new ones); a worker serves one
-// connection at a time and workers are started on demand up to max_threads.
+// How a connection lives (each step bounded; none renewed by a trickle):
+//   accept      at --max-connections the oldest idle connection is closed to make room
+//   handshake   TLS, non-blocking; it and the first byte of the first request within
+//               read_timeout of the accept
+//   idle        between keep-alive requests, up to idle_timeout; silent close after
+//   request     from its first byte, head and body within read_timeout (else 408 and close);
+//               the head is parsed by http1::RequestParser (malformed: answered, then closed,
+//               nothing after it parsed); a body over max_body_bytes is refused from its
+//               declared length, before it is read
+//   budget      before its body is read, a request is granted Content-Length × (1 +
+//               parse_bytes_per_body_byte) + 64 KiB of the in-flight memory budget; without
+//               room it waits, unread, until room frees or its deadline passes (503)
+//   handle      the handler runs on the worker that read the request's last byte; what it
+//               needs beyond the grant it reserves (webhook::memory::reserve), waiting
+//               within the request's deadline
+//   write       the response within read_timeout, then the next request, or a lingering
+//               close (half-close, discard what the client still sends for up to a second)
 //
-// What httplib 0.11 offers publicly is used as such: set_tcp_nodelay (accepted sockets inherit it
-// from the listener), set_socket_options (SO_REUSEADDR instead of the default SO_REUSEPORT; it
-// also hands us the socket bind_to_port then listens on, whose backlog we raise to 1024 with a
-// second listen()), new_task_queue (the worker pool), set_keep_alive_max_count and
-// set_keep_alive_timeout (the Keep-Alive header), bind_to_port, listen_after_bind, is_running
-// and stop.
-//
-// The transport seam, the one place that depends on httplib's internals: the private virtual
-// process_and_close_socket, which httplib's accept loop calls on a worker for each accepted
-// socket. httplib 0.11 has no public way to serve a socket through our own Stream, nor to wake
-// its idle keep-alive connections. Our override only hands the socket to serve_connection(),
-// which wraps it in a Connection (TLS or plain, with whole-request deadlines) and runs the
-// keep-alive loop itself (idle connections wake at stop_serving() and under pressure), calling
-// the protected process_request for each request. The static_assert below pins the version the
-// seam was written against; test/unit/server/transport_test.cpp fails when the behaviour it
-// relies on changes (docs/server.md "Transport seam").
+// Every response the server writes, its own refusals included, is reported to on_response
+// after its last byte is written (latency from the end of the request to then).
 
-#include <httplib.h>
 #include <openssl/ssl.h>
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "base/status/result.h"
-#include "server/connection.h"
 #include "server/flags.h"
+#include "server/http1.h"
+#include "server/http_message.h"
 #include "server/log.h"
-
-// The seam below overrides a private virtual of cpp-httplib 0.11 and calls its protected
-// process_request. Before accepting another version here, re-check that
-// Server::process_and_close_socket(socket_t) is still virtual and called once per accepted socket
-// on a task of new_task_queue(); that process_request(Stream&, bool, bool&, setup) still reads the
-// request only through the Stream, routes it, writes the response through the Stream, and reports
-// "Connection: close" in its bool&; that set_socket_options still sees the socket bind_to_port
-// listens on; then run server_transport_tests.
-static_assert(std::string_view(CPPHTTPLIB_VERSION).starts_with("0.11."),
-              "server::HttpServer's transport seam was written against cpp-httplib 0.11: "
-              "re-check the seam (lib/server/http_server.h) and run server_transport_tests");
 
 namespace server {
 
-// An eventfd that is readable once raised, until cleared.
-class WakeFd {
+// Requests in flight share this many bytes (bodies and their parse); thread-safe.
+class MemoryBudget {
  public:
-  WakeFd();
-  ~WakeFd();
-  WakeFd(const WakeFd&) = delete;
-  WakeFd& operator=(const WakeFd&) = delete;
-  int fd() const { return fd_; }
-  void raise() const;
-  void clear() const;
+  explicit MemoryBudget(std::uint64_t capacity) : capacity_(capacity) {}
+  std::uint64_t capacity() const { return capacity_; }
+  std::uint64_t in_use() const;
+  // True and counted when `bytes` fit now.
+  bool try_acquire(std::uint64_t bytes);
+  // Waits until `bytes` fit (true, counted) or `deadline` passes (false).
+  bool acquire_until(std::uint64_t bytes, std::chrono::steady_clock::time_point deadline);
+  // Returns `bytes`; true when nothing is held any more after a large grant (time to give
+  // freed memory back to the system).
+  bool release(std::uint64_t bytes);
 
  private:
-  int fd_;
+  const std::uint64_t capacity_;
+  mutable std::mutex mu_;
+  std::condition_variable freed_;
+  std::uint64_t used_ = 0;
+  std::uint64_t peak_since_idle_ = 0;
 };
+
+// Gives memory freed by a burst back to the system (the allocator's purge).
+void release_free_memory();
 
 struct HttpServerOptions {
   SSL_CTX* ssl_ctx = nullptr;  // null: plain HTTP
-  ConnectionLimits limits;
+  http1::Limits limits;
+  std::chrono::milliseconds read_timeout{10'000};
   std::chrono::milliseconds idle_timeout{60'000};
-  int max_threads = 64;
+  int workers = 64;
+  int max_connections = 4096;
   int max_requests_per_connection = 1000;  // then "Connection: close", so load rebalances
+  MemoryBudget* budget = nullptr;          // null: no in-flight budget
+  std::size_t parse_bytes_per_body_byte = 0;
+  std::function<HttpReply(const HttpRequestView&)> handler;
   std::function<void()> on_connection_open;
   std::function<void()> on_connection_close;
+  // A request (or a refusal of one) begins being answered / its answer was written.
+  std::function<void(std::string_view path)> on_request;
+  std::function<void(std::string_view path, int code, std::chrono::nanoseconds latency)>
+      on_response;
 };
 
-class HttpServer : public httplib::Server {
+class HttpServer {
  public:
   HttpServer(HttpServerOptions options, const Log& log);
-  ~HttpServer() override;
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
 
   // Binds with SO_REUSEADDR and a backlog of 1024. An empty host binds every interface (IPv6
   // and IPv4, or IPv4 alone when the host has no IPv6). Returns the bound port (useful with
   // port 0). Unavailable naming the address and the system's reason on failure.
   webhook::Result<int> bind(const ListenAddress& address);
 
-  // Accepts and serves until stop(); returns once every connection has closed.
+  // Serves until stop_serving(); returns once every connection has closed.
   void serve();
 
   // Stops accepting, closes idle keep-alive connections and lets requests in progress finish;
@@ -104,46 +122,64 @@ class HttpServer : public httplib::Server {
   void stop_serving();
 
   bool stopping() const { return stopping_.load(); }
-
-  // Called by a route handler: close this connection once its response is written. With
-  // `unread_body` (the request body was not read whole) the close lingers, discarding what the
-  // client still sends, so it sees the response rather than a reset. Does nothing outside a
-  // handler.
-  static void close_after_response(bool unread_body);
-
-  // Called while httplib writes an error page: true when the request failed because it did not
-  // arrive within the read timeout (httplib reports that as a bare 400). The connection then
-  // closes after the response.
-  static bool request_timed_out();
+  int open_connections() const;
 
  private:
-  struct HandlerRequests;  // what a route handler asked of the connection it runs on
+  struct Conn;
+  using ConnPtr = std::shared_ptr<Conn>;
 
-  // THE TRANSPORT SEAM (cpp-httplib 0.11, private virtual; see the top of this file): called by
-  // httplib's accept loop, on a worker of new_task_queue(), once for each accepted socket, which
-  // it must close. Only hands the socket to serve_connection().
-  bool process_and_close_socket(socket_t sock) override;
-
-  // Serves one accepted socket until its connection ends, then closes it.
-  void serve_connection(socket_t sock);
-  // Runs the keep-alive loop over `conn`; returns why the connection ends ("" when a response
-  // ended it: "Connection: close", the request limit, stopping).
-  std::string serve_requests(Connection& conn, HandlerRequests& requests, int& served);
-  // Waits for the next request: the first within read_timeout, later ones within idle_timeout
-  // or until stop_serving() or pressure wakes the connection.
-  Connection::Ready await_request(Connection& conn, int served);
-  void log_closed(const Connection& conn, int served, const std::string& why) const;
-
-  static thread_local HandlerRequests* current_requests_;
+  void work();
+  void reap();
+  void accept_some();
+  void admit(int fd, const std::string& remote);
+  bool evict_oldest_idle();
+  void on_event(std::uint64_t id, std::uint32_t events);
+  ConnPtr find(std::uint64_t id) const;
+  // Makes this thread the connection's owner: a worker after an event (it was armed), the reaper
+  // or an eviction (armed or parked). False when someone else owns it.
+  bool take(Conn& c, bool from_reaper);
+  void arm(Conn& c, std::uint32_t events);
+  void drive(Conn& c);
+  bool handshake(Conn& c);
+  bool read_request(Conn& c);
+  bool advance(Conn& c, bool& need_more);
+  bool start_body(Conn& c);
+  void park(Conn& c, std::uint64_t charge);
+  void resume_parked();
+  void release_budget(Conn& c);
+  HttpRequestView view_of(const Conn& c) const;
+  // Runs the route with a webhook::memory reserver that grows `c`'s grant (base/memory).
+  HttpReply call_handler(Conn& c, const HttpRequestView& view);
+  bool grow_grant(Conn& c, std::size_t bytes);
+  void respond(Conn& c);
+  void refuse(Conn& c, int status, const std::string& message, bool route);
+  void queue_reply(Conn& c, const HttpReply& reply, bool close, bool head_only);
+  bool write_out(Conn& c);
+  void report(Conn& c);
+  void after_response(Conn& c);
+  void begin_linger(Conn& c);
+  void linger(Conn& c);
+  void expire(Conn& c);
+  void close(Conn& c, std::string_view why);
+  void maybe_finish();
 
   HttpServerOptions options_;
   const Log& log_;
-  WakeFd stop_fd_;
-  WakeFd pressure_fd_;
+  int epoll_fd_ = -1;
+  int wake_fd_ = -1;
+  std::vector<int> listen_fds_;
   std::atomic<bool> stopping_{false};
-  std::atomic<bool> serving_{false};
-  // The last socket set_socket_options saw: after a successful bind_to_port, the listener.
-  socket_t bound_socket_ = INVALID_SOCKET;
+  std::atomic<bool> finished_{false};
+  std::atomic<std::uint64_t> next_id_{16};
+
+  mutable std::mutex table_mu_;
+  std::unordered_map<std::uint64_t, ConnPtr> conns_;
+
+  std::mutex parked_mu_;
+  std::deque<std::pair<std::uint64_t, std::uint64_t>> parked_;  // id, charge
+
+  std::mutex reaper_mu_;
+  std::condition_variable reaper_cv_;
 };
 
 }  // namespace server

@@ -16,43 +16,81 @@ namespace {
 constexpr std::size_t kFlushBytes = std::size_t{64} * 1024;
 constexpr auto kFlushInterval = std::chrono::milliseconds(200);
 
-void append_json_string(std::string& out, std::string_view s) {
-  out.push_back('"');
-  for (char ch : s) {
-    auto c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20 || c == 0x7f) {
-          static constexpr char kHex[] = "0123456789abcdef";
-          out += "\\u00";
-          out.push_back(kHex[c >> 4]);
-          out.push_back(kHex[c & 0xf]);
-        } else {
-          out.push_back(static_cast<char>(c));
-        }
+// The bytes of the character starting at s[i]: a UTF-8 lead byte and the continuation bytes after
+// it (at most three), else the one byte.
+std::size_t character_at(std::string_view s, std::size_t i) {
+  std::size_t n = 1;
+  if ((static_cast<unsigned char>(s[i]) & 0xc0) == 0xc0) {
+    while (n < 4 && i + n < s.size() && (static_cast<unsigned char>(s[i + n]) & 0xc0) == 0x80) {
+      ++n;
     }
   }
+  return n;
+}
+
+// One byte as it goes into a JSON string.
+void append_escaped_byte(std::string& out, unsigned char c) {
+  switch (c) {
+    case '"':
+      out += "\\\"";
+      break;
+    case '\\':
+      out += "\\\\";
+      break;
+    case '\n':
+      out += "\\n";
+      break;
+    case '\r':
+      out += "\\r";
+      break;
+    case '\t':
+      out += "\\t";
+      break;
+    default:
+      if (c < 0x20 || c == 0x7f) {
+        static constexpr char kHex[] = "0123456789abcdef";
+        out += "\\u00";
+        out.push_back(kHex[c >> 4]);
+        out.push_back(kHex[c & 0xf]);
+      } else {
+        out.push_back(static_cast<char>(c));
+      }
+  }
+}
+
+// `s`, escaped for a JSON string or as it is, whole characters while they fit in
+// kMaxLogValueBytes; then the cut mark with the size of `s`.
+void append_bounded(std::string& out, std::string_view s, bool escape) {
+  std::size_t start = out.size();
+  std::size_t i = 0;
+  while (i < s.size()) {
+    std::size_t n = character_at(s, i);
+    std::size_t before = out.size();
+    for (std::size_t k = 0; k < n; ++k) {
+      if (escape) {
+        append_escaped_byte(out, static_cast<unsigned char>(s[i + k]));
+      } else {
+        out.push_back(s[i + k]);
+      }
+    }
+    if (out.size() - start > kMaxLogValueBytes) {
+      out.resize(before);
+      out += "\xe2\x80\xa6(cut, " + std::to_string(s.size()) + " bytes)";  // U+2026 …
+      return;
+    }
+    i += n;
+  }
+}
+
+void append_json_string(std::string& out, std::string_view s) {
+  out.push_back('"');
+  append_bounded(out, s, /*escape=*/true);
   out.push_back('"');
 }
 
 bool needs_quotes(std::string_view s) {
-  if (s.empty()) {
-    return true;
+  if (s.empty() || s.size() > kMaxLogValueBytes) {
+    return true;  // a value cut gets a mark with spaces
   }
   for (char ch : s) {
     auto c = static_cast<unsigned char>(ch);
@@ -142,7 +180,7 @@ std::string Log::render(std::string_view msg, std::span<const LogField> fields) 
     out += "\"msg\":";
     append_json_string(out, msg);
   } else {
-    out.append(msg);
+    append_bounded(out, msg, /*escape=*/false);  // the program's own words
   }
   for (const LogField& f : fields) {
     if (json) {
@@ -151,7 +189,7 @@ std::string Log::render(std::string_view msg, std::span<const LogField> fields) 
       out.push_back(':');
     } else {
       out.push_back(' ');
-      out.append(f.key);
+      append_bounded(out, f.key, /*escape=*/false);
       out.push_back('=');
     }
     if (const auto* s = std::get_if<std::string_view>(&f.value)) {

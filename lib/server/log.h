@@ -11,11 +11,15 @@
 //   // text: 2025-05-20T10:00:00.123456Z I admission uid=... latency_us=143
 //
 // Values are escaped (JSON strings, or logfmt quoting for text), so a hostile uid cannot forge a
-// line. Certificate material is never passed in. Thread-safe; the sink make_stderr_logger builds
+// line, and bounded: the message and each key and string value are cut after kMaxLogValueBytes
+// of written (escaped) text, at a UTF-8 character's start, and marked `…(cut, N bytes)` with the
+// value's full size, so no request makes a line of more than a few KiB and a JSON line stays
+// JSON. Certificate material is never passed in. Thread-safe; the sink make_stderr_logger builds
 // buffers lines and writes them in batches off the request path (errors are written at once).
 
 #include <spdlog/logger.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
@@ -27,6 +31,10 @@
 #include "server/flags.h"
 
 namespace server {
+
+// The most bytes a message, a key or a string value takes in a line, escapes included (the
+// quotes and the cut mark aside).
+inline constexpr std::size_t kMaxLogValueBytes = 1024;
 
 struct LogField {
   LogField(std::string_view k, std::string_view v) : key(k), value(v) {}

@@ -57,8 +57,9 @@ class Metrics {
   std::string render() const;
 
  private:
-  static constexpr std::array<int, 12> kCodes = {200, 400, 403, 404, 405, 409,
-                                                 413, 415, 422, 500, 503, 0};  // 0: any other
+  // Every status the server itself sends (the framing layer's included), and 0 for any other.
+  static constexpr std::array<int, 18> kCodes = {200, 400, 403, 404, 405, 408, 409, 413, 414,
+                                                 415, 417, 422, 431, 500, 501, 503, 505, 0};
   static constexpr int kBuckets = static_cast<int>(kLatencyBuckets.size()) + 1;
 
   struct Histogram {

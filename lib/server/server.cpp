@@ -1,13 +1,21 @@
 #include "server/server.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
+#include <fstream>
+#include <optional>
+
+#include "admission/review.h"
+#include "base/text/numbers.h"
 
 namespace server {
 namespace {
 
 using namespace std::chrono_literals;
 
-constexpr int kHealthThreads = 8;
+constexpr int kHealthThreads = 2;
+constexpr std::uint64_t kDefaultMemoryLimit = std::uint64_t{256} << 20;
 
 std::string iso_time(std::int64_t unix_seconds) {
   auto t = static_cast<std::time_t>(unix_seconds);
@@ -18,111 +26,49 @@ std::string iso_time(std::int64_t unix_seconds) {
   return buf;
 }
 
-// Reads a request body through httplib's content reader, keeping at most max_body_bytes (a
-// prefix of 64 KiB when the declared length is already too large: enough for the uid).
-struct BodyRead {
-  std::string body;
-  bool too_large = false;
-  bool incomplete = false;
-  bool timed_out = false;
-};
-
-BodyRead read_body(const httplib::Request& req, const httplib::ContentReader& reader,
-                   std::size_t max) {
-  BodyRead out;
-  std::size_t cap = max;
-  if (req.has_header("Content-Length")) {
-    std::string text = req.get_header_value("Content-Length");
-    std::size_t declared = 0;
-    bool digits = !text.empty() && text.size() < 19;
-    for (char c : text) {
-      digits = digits && c >= '0' && c <= '9';
-      declared = declared * 10 + static_cast<std::size_t>(c - '0');
-    }
-    if (!digits || declared > max) {
-      out.too_large = digits;
-      cap = std::min<std::size_t>(max, std::size_t{64} * 1024);
-    } else {
-      out.body.reserve(declared);
+std::uint64_t cgroup_memory_limit() {
+  for (const char* path :
+       {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+    std::ifstream f(path);
+    std::string text;
+    if (f >> text && !text.empty() && text != "max") {
+      std::optional<std::int64_t> n = webhook::parse_non_negative(text);
+      if (n && *n > 0 && *n < (std::int64_t{1} << 50)) {  // v1 writes ~2^63 for "no limit"
+        return static_cast<std::uint64_t>(*n);
+      }
     }
   }
-  bool complete = reader([&](const char* data, std::size_t len) {
-    std::size_t room = cap - out.body.size();
-    if (len > room) {
-      out.body.append(data, room);
-      out.too_large = true;
-      return false;
-    }
-    out.body.append(data, len);
-    return true;
-  });
-  if (!complete && !out.too_large) {
-    out.incomplete = true;
-    out.timed_out = HttpServer::request_timed_out();
-  }
-  return out;
+  return 0;
 }
 
-// `stopping`: the server is shutting down, so this response ends its connection too.
-void write_reply(const HttpReply& reply, bool stopping, httplib::Response& res) {
-  res.status = reply.status;
-  res.set_content(reply.body, reply.content_type);
-  if (reply.allow_post_header) {
-    res.set_header("Allow", "POST");
-  }
-  if (reply.close || stopping) {
-    res.set_header("Connection", "close");
-    HttpServer::close_after_response(reply.close);
+// Up to --max-connections on each port: raise the soft descriptor limit to the hard one.
+void raise_descriptor_limit() {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &lim);
   }
 }
 
-// A GET or OPTIONS with a body httplib did not read: do not parse it as the next request.
-void finish_without_body(const httplib::Request& req, HttpReply reply, bool stopping,
-                         httplib::Response& res) {
-  reply.close = reply.close || req.has_header("Transfer-Encoding") ||
-                (req.has_header("Content-Length") && req.get_header_value("Content-Length") != "0");
-  write_reply(reply, stopping, res);
+// The largest body whose grant fits the whole budget (http_server.h "budget").
+std::uint64_t largest_granted_body(std::uint64_t budget) {
+  constexpr std::uint64_t kOverhead = std::uint64_t{64} << 10;
+  return budget <= kOverhead ? 0
+                             : (budget - kOverhead) / (1 + admission::kAdmissionMemoryPerBodyByte);
 }
 
-std::string_view http_problem(int status) {
-  switch (status) {
-    case 400:
-      return "malformed HTTP request";
-    case 404:
-      return "no such path; the webhook serves POST /mutate and POST /validate";
-    case 408:
-      return kReadTimeoutMessage;
-    case 413:
-      return "request too large";
-    case 414:
-      return "request URI too long";
-    case 416:
-      return "range not satisfiable";
-    default:
-      return status >= 500 ? "internal error" : "request refused";
-  }
+Webhook webhook_of(std::string_view path) {
+  return path == "/mutate"     ? Webhook::kMutate
+         : path == "/validate" ? Webhook::kValidate
+                               : Webhook::kOther;
 }
 
-// Error pages httplib makes itself (a malformed request line, 414...) as one-line JSON.
-void json_errors(httplib::Server& server) {
-  httplib::Server::HandlerWithResponse errors = [](const httplib::Request&,
-                                                   httplib::Response& res) {
-    if (!res.body.empty()) {
-      return httplib::Server::HandlerResponse::Unhandled;
-    }
-    if (HttpServer::request_timed_out()) {
-      res.status = 408;
-      res.set_header("Connection", "close");
-    }
-    res.set_content(status_json(res.status, http_problem(res.status)), "application/json");
-    return httplib::Server::HandlerResponse::Handled;
-  };
-  server.set_error_handler(std::move(errors));
-  server.set_exception_handler(
-      [](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
-        res.status = 500;
-        res.set_content(status_json(500, "internal error"), "application/json");
-      });
+HttpReply text_reply(int status, std::string body, std::string content_type = "text/plain") {
+  HttpReply r;
+  r.status = status;
+  r.body = std::move(body);
+  r.content_type = std::move(content_type);
+  return r;
 }
 
 }  // namespace
@@ -137,6 +83,10 @@ ServerConfig server_config(const Flags& flags) {
   c.key_file = flags.tls_key_file;
   c.max_body_bytes = flags.max_body_bytes;
   c.read_timeout = flags.read_timeout;
+  c.idle_timeout = flags.idle_timeout;
+  c.max_connections = flags.max_connections;
+  c.max_header_bytes = flags.max_header_bytes;
+  c.memory_limit = flags.memory_limit;
   c.shutdown_timeout = flags.shutdown_timeout;
   c.threads = flags.threads;
   return c;
@@ -195,25 +145,40 @@ webhook::Status WebhookServer::init() {
   }
   ssl_ctx_ = std::move(*ctx);
 
-  ConnectionLimits limits;
-  limits.read_timeout = config_.read_timeout;
-  limits.max_request_bytes = config_.max_body_bytes + (64 << 10);
+  raise_descriptor_limit();
+  std::uint64_t memory_limit =
+      config_.memory_limit != 0 ? config_.memory_limit : cgroup_memory_limit();
+  if (memory_limit == 0) {
+    memory_limit = kDefaultMemoryLimit;
+  }
+  budget_ = std::make_unique<MemoryBudget>(memory_limit / 4 * 3);
   HttpServerOptions https;
   https.ssl_ctx = ssl_ctx_.get();
-  https.limits = limits;
+  https.limits.max_head_bytes = config_.max_header_bytes;
+  https.limits.max_body_bytes = config_.max_body_bytes;
+  https.read_timeout = config_.read_timeout;
   https.idle_timeout = config_.idle_timeout;
-  https.max_threads = config_.threads;
+  https.workers = config_.threads;
+  https.max_connections = config_.max_connections;
+  https.budget = budget_.get();
+  https.parse_bytes_per_body_byte = admission::kAdmissionMemoryPerBodyByte;
+  https.handler = [this](const HttpRequestView& r) { return route(r); };
   https.on_connection_open = [this] { metrics_.connection_opened(); };
   https.on_connection_close = [this] { metrics_.connection_closed(); };
+  https.on_request = [this](std::string_view path) { metrics_.request_started(webhook_of(path)); };
+  https.on_response = [this](std::string_view path, int code, std::chrono::nanoseconds latency) {
+    metrics_.request_finished(webhook_of(path), code, latency);
+  };
   https_ = std::make_unique<HttpServer>(std::move(https), log_);
   HttpServerOptions health;
-  health.limits.read_timeout = std::min<std::chrono::milliseconds>(config_.read_timeout, 5s);
-  health.limits.max_request_bytes = 64 << 10;
+  health.limits.max_head_bytes = config_.max_header_bytes;
+  health.limits.max_body_bytes = 64 << 10;
+  health.read_timeout = std::min<std::chrono::milliseconds>(config_.read_timeout, 5s);
   health.idle_timeout = config_.idle_timeout;
-  health.max_threads = kHealthThreads;
+  health.workers = kHealthThreads;
+  health.max_connections = config_.max_connections;
+  health.handler = [this](const HttpRequestView& r) { return route_health(r); };
   health_ = std::make_unique<HttpServer>(std::move(health), log_);
-  install_routes();
-  install_health_routes();
 
   webhook::Result<int> hp = https_->bind(config_.https_address);
   if (!hp) {
@@ -249,84 +214,51 @@ webhook::Status WebhookServer::init() {
                         {"certificate_subject", (*id)->subject()},
                         {"certificate_serial", (*id)->serial()},
                         {"certificate_not_after", iso_time((*id)->not_after())},
-                        {"certificate_reload", config_.cert_pem.empty()}});
+                        {"certificate_reload", config_.cert_pem.empty()},
+                        {"memory_limit", memory_limit},
+                        {"in_flight_budget", budget_->capacity()}});
+  std::uint64_t largest = largest_granted_body(budget_->capacity());
+  if (largest < config_.max_body_bytes) {
+    log_.warn("the in-flight memory budget grants no body over " + std::to_string(largest) +
+                  " bytes; larger ones up to --max-body-bytes are refused (413)",
+              {{"memory_limit", memory_limit}, {"fix", "raise --memory-limit"}});
+  }
   return {};
 }
 
-void WebhookServer::install_routes() {
-  // POST /mutate and /validate go to the admission stages; any other method on them is answered
-  // there too (405), and every other path by AdmissionService::other.
-  auto admit = [this](Webhook webhook) {
-    return [this, webhook](const httplib::Request& req, httplib::Response& res,
-                           const httplib::ContentReader& reader) {
-      BodyRead body = read_body(req, reader, service_.max_body_bytes());
-      std::string content_type = req.get_header_value("Content-Type");
-      write_reply(service_.admit(webhook, {req.method, req.path, content_type, body.body,
-                                           body.too_large, body.incomplete, body.timed_out}),
-                  https_->stopping(), res);
-    };
-  };
-  auto admit_without_body = [this](Webhook webhook) {
-    return [this, webhook](const httplib::Request& req, httplib::Response& res) {
-      std::string content_type = req.get_header_value("Content-Type");
-      finish_without_body(req, service_.admit(webhook, {req.method, req.path, content_type, ""}),
-                          https_->stopping(), res);
-    };
-  };
-  auto other = [this](const httplib::Request& req, httplib::Response& res,
-                      const httplib::ContentReader& reader) {
-    BodyRead body = read_body(req, reader, service_.max_body_bytes());
-    std::string content_type = req.get_header_value("Content-Type");
-    write_reply(service_.other({req.method, req.path, content_type, body.body, body.too_large,
-                                body.incomplete, body.timed_out}),
-                https_->stopping(), res);
-  };
-  auto other_without_body = [this](const httplib::Request& req, httplib::Response& res) {
-    std::string content_type = req.get_header_value("Content-Type");
-    finish_without_body(req, service_.other({req.method, req.path, content_type, ""}),
-                        https_->stopping(), res);
-  };
-  for (auto [path, webhook] :
-       {std::pair{"/mutate", Webhook::kMutate}, std::pair{"/validate", Webhook::kValidate}}) {
-    https_->Post(path, admit(webhook));
-    https_->Put(path, admit(webhook));
-    https_->Patch(path, admit(webhook));
-    https_->Delete(path, admit(webhook));
-    https_->Get(path, admit_without_body(webhook));
-    https_->Options(path, admit_without_body(webhook));
-  }
-  https_->Post(".*", other);
-  https_->Put(".*", other);
-  https_->Patch(".*", other);
-  https_->Delete(".*", other);
-  https_->Get(".*", other_without_body);
-  https_->Options(".*", other_without_body);
-  json_errors(*https_);
+HttpReply WebhookServer::route(const HttpRequestView& request) const {
+  Webhook w = webhook_of(request.path);
+  return w == Webhook::kOther ? service_.other(request) : service_.admit(w, request);
 }
 
-void WebhookServer::install_health_routes() {
-  health_->Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content("ok\n", "text/plain");
-  });
-  health_->Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
+HttpReply WebhookServer::route_health(const HttpRequestView& request) {
+  if (request.method != "GET" && request.method != "HEAD") {
+    HttpReply r = text_reply(
+        405,
+        status_json(405, "method " + std::string(request.method) + " is not allowed; send GET"),
+        "application/json");
+    return r;
+  }
+  if (request.path == "/healthz") {
+    return text_reply(200, "ok\n");
+  }
+  if (request.path == "/readyz") {
     std::string why = not_ready_reason();
     metrics_.set_ready(why.empty());
-    if (why.empty()) {
-      res.set_content("ok\n", "text/plain");
-    } else {
-      res.status = 503;
-      res.set_content("not ready: " + why + "\n", "text/plain");
-    }
-  });
-  health_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    return why.empty() ? text_reply(200, "ok\n") : text_reply(503, "not ready: " + why + "\n");
+  }
+  if (request.path == "/metrics") {
     metrics_.set_ready(not_ready_reason().empty());
     std::string text = metrics_.render();
     if (extensions_.metrics) {
       text += extensions_.metrics();
     }
-    res.set_content(text, "text/plain; version=0.0.4; charset=utf-8");
-  });
-  json_errors(*health_);
+    return text_reply(200, std::move(text), "text/plain; version=0.0.4; charset=utf-8");
+  }
+  return text_reply(404,
+                    status_json(404, "no such path " + std::string(request.path) +
+                                         "; the health port serves /healthz, /readyz, /metrics"),
+                    "application/json");
 }
 
 void WebhookServer::on_reload(bool ok, const std::string& detail,
@@ -341,6 +273,14 @@ void WebhookServer::on_reload(bool ok, const std::string& detail,
   log_.info("certificate reloaded", {{"certificate_subject", id->subject()},
                                      {"certificate_serial", id->serial()},
                                      {"certificate_not_after", iso_time(id->not_after())}});
+}
+
+bool WebhookServer::reload_certificates() {
+  if (!watcher_) {
+    return false;
+  }
+  watcher_->poll_once(/*force=*/true);
+  return true;
 }
 
 std::string WebhookServer::not_ready_reason() const {

@@ -47,6 +47,9 @@ struct ServerConfig {
   std::chrono::milliseconds idle_timeout{60'000};
   std::chrono::milliseconds shutdown_timeout{15'000};
   int threads = 64;
+  int max_connections = 4096;
+  std::size_t max_header_bytes = 16384;
+  std::uint64_t memory_limit = 0;  // 0: from the cgroup, else 256 MiB
 };
 
 // The server part of the command line.
@@ -87,6 +90,11 @@ class WebhookServer {
   int health_port() const { return health_port_; }
   Metrics& metrics() { return metrics_; }
 
+  // Re-reads the certificate files now (SIGHUP), even when their stat data did not change; a
+  // new pair is logged and counted as any reload, a pair that does not load as a failed one.
+  // False when serving --server-cert (no files to re-read).
+  bool reload_certificates();
+
   // Why /readyz fails, "" when ready.
   std::string not_ready_reason() const;
 
@@ -104,8 +112,8 @@ class WebhookServer {
   WebhookServer(const ServerConfig& config, const admission::Handler& handler, const Log& log,
                 ServerExtensions extensions);
   webhook::Status init();
-  void install_routes();         // the HTTPS port: /mutate, /validate, everything else
-  void install_health_routes();  // the health port: /healthz, /readyz, /metrics
+  HttpReply route(const HttpRequestView& request) const;   // /mutate, /validate, the rest
+  HttpReply route_health(const HttpRequestView& request);  // /healthz, /readyz, /metrics
   void on_reload(bool ok, const std::string& detail, const std::shared_ptr<const Identity>& id);
 
   ServerConfig config_;
@@ -115,6 +123,7 @@ class WebhookServer {
   AdmissionService service_;
   std::unique_ptr<IdentityStore> identities_;
   SslCtxPtr ssl_ctx_;
+  std::unique_ptr<MemoryBudget> budget_;
   std::unique_ptr<CertificateWatcher> watcher_;
   std::unique_ptr<HttpServer> https_;
   std::unique_ptr<HttpServer> health_;

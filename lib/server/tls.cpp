@@ -1,22 +1,23 @@
 #include "server/tls.h"
 
+#include <fcntl.h>
 #include <openssl/bio.h>
 #include <openssl/bn.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <ctime>
-#include <fstream>
-#include <iterator>
+#include <system_error>
 
 namespace server {
 namespace {
 
 using webhook::invalid_argument;
-
-constexpr std::size_t kMaxPemBytes = 1 << 20;
 
 struct BioFree {
   void operator()(BIO* b) const { BIO_free(b); }
@@ -33,6 +34,91 @@ std::string openssl_reason() {
 
 BioPtr memory_bio(std::string_view text) {
   return BioPtr(BIO_new_mem_buf(text.data(), static_cast<int>(text.size())));
+}
+
+// Closes the descriptor it holds.
+struct Descriptor {
+  explicit Descriptor(int d) : fd(d) {}
+  Descriptor(const Descriptor&) = delete;
+  Descriptor& operator=(const Descriptor&) = delete;
+  ~Descriptor() {
+    if (fd >= 0) {
+      ::close(fd);
+    }
+  }
+  int fd;
+};
+
+std::string errno_text(int err) { return std::system_category().message(err); }
+
+// What a file that is not a regular one is, for the refusal.
+const char* kind_of(mode_t mode) {
+  if (S_ISDIR(mode)) {
+    return "a directory";
+  }
+  if (S_ISFIFO(mode)) {
+    return "a FIFO";
+  }
+  if (S_ISCHR(mode)) {
+    return "a character device";
+  }
+  if (S_ISBLK(mode)) {
+    return "a block device";
+  }
+  if (S_ISSOCK(mode)) {
+    return "a socket";
+  }
+  return "an unknown kind of file";
+}
+
+std::string size_limit_text(std::size_t max_bytes) {
+  return std::to_string(max_bytes) + "-byte limit" +
+         (max_bytes == kMaxPemBytes ? " (1 MiB) for a certificate or key" : "");
+}
+
+// A regular file no larger than max_bytes, from what stat or fstat said of `path`.
+webhook::Status check_regular(const std::string& path, const struct stat& st,
+                              std::size_t max_bytes) {
+  if (!S_ISREG(st.st_mode)) {
+    return invalid_argument(path + ": is " + kind_of(st.st_mode) +
+                            ", not a regular file (give the path of a PEM file; a symlink to "
+                            "one is fine)");
+  }
+  if (st.st_size < 0 || static_cast<std::uint64_t>(st.st_size) > max_bytes) {
+    return invalid_argument(path + ": is " + std::to_string(st.st_size) + " bytes, over the " +
+                            size_limit_text(max_bytes));
+  }
+  return {};
+}
+
+// Reads `fd` to its end, at most max_bytes + 1 bytes: one more than allowed means the file grew
+// past the limit while it was read (or its size said less than it holds), and is refused.
+webhook::Result<std::string> read_at_most(const std::string& path, int fd, std::size_t size_hint,
+                                          std::size_t max_bytes) {
+  std::string text(std::min(size_hint, max_bytes) + 1, '\0');
+  std::size_t got = 0;
+  while (true) {
+    if (got == text.size()) {
+      if (text.size() > max_bytes) {
+        return invalid_argument(path + ": grew past the " + size_limit_text(max_bytes) +
+                                " while it was read");
+      }
+      text.resize(std::min(text.size() * 2, max_bytes + 1));
+    }
+    ssize_t n = ::read(fd, text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n < 0) {
+      return invalid_argument(path + ": cannot read the file: " + errno_text(errno));
+    }
+    if (n == 0) {
+      break;
+    }
+    got += static_cast<std::size_t>(n);
+  }
+  text.resize(got);
+  return text;
 }
 
 // Refuses to prompt for a passphrase: an encrypted key simply fails to load.
@@ -183,6 +269,9 @@ webhook::Result<SslCtxPtr> make_server_context(IdentityStore& store) {
                                      SSL_OP_IGNORE_UNEXPECTED_EOF);
   SSL_CTX_set_mode(ctx.get(), SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
                                   SSL_MODE_RELEASE_BUFFERS);
+  // One read(2) fetches every record the socket holds, instead of a header read and a body read
+  // per record; the transport reads until the library wants more, so nothing waits buffered.
+  SSL_CTX_set_read_ahead(ctx.get(), 1);
   static const unsigned char kContext[] = "kuberay-tpu-webhook";
   SSL_CTX_set_session_id_context(ctx.get(), kContext, sizeof(kContext) - 1);
   SSL_CTX_set_cert_cb(ctx.get(), select_certificate, &store);
@@ -190,20 +279,31 @@ webhook::Result<SslCtxPtr> make_server_context(IdentityStore& store) {
   return ctx;
 }
 
-webhook::Result<std::string> read_small_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) {
-    return invalid_argument(path + ": cannot open the file (does it exist and is it readable?)");
+webhook::Result<std::string> read_small_file(const std::string& path, std::size_t max_bytes) {
+  // stat first, so that nothing but a regular file is ever opened (opening a FIFO without
+  // O_NONBLOCK waits for a writer; opening a device may act on it); symlinks are followed, as a
+  // Secret volume's files are symlinks. fstat of what was opened then closes the gap of a path
+  // swapped between the two.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    return invalid_argument(path + ": cannot open the file: " + errno_text(errno) +
+                            " (does it exist and is it readable?)");
   }
-  std::string text;
-  text.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-  if (f.bad()) {
-    return invalid_argument(path + ": cannot read the file");
+  RETURN_IF_ERROR(check_regular(path, st, max_bytes));
+  int fd = -1;
+  do {
+    fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) {
+    return invalid_argument(path + ": cannot open the file: " + errno_text(errno) +
+                            " (does it exist and is it readable?)");
   }
-  if (text.size() > kMaxPemBytes) {
-    return invalid_argument(path + ": larger than 1 MiB, not a certificate or key");
+  Descriptor file{fd};
+  if (::fstat(file.fd, &st) != 0) {
+    return invalid_argument(path + ": cannot stat the opened file: " + errno_text(errno));
   }
-  return text;
+  RETURN_IF_ERROR(check_regular(path, st, max_bytes));
+  return read_at_most(path, file.fd, static_cast<std::size_t>(st.st_size), max_bytes);
 }
 
 CertificateWatcher::CertificateWatcher(IdentityStore& store, std::string cert_file,
@@ -244,11 +344,11 @@ CertificateWatcher::FileState CertificateWatcher::stat_file(const std::string& p
   return s;
 }
 
-bool CertificateWatcher::poll_once() {
+bool CertificateWatcher::poll_once(bool force) {
   std::lock_guard<std::mutex> lock(poll_mu_);
   FileState cert = stat_file(cert_file_);
   FileState key = stat_file(key_file_);
-  if (cert == cert_state_ && key == key_state_) {
+  if (!force && cert == cert_state_ && key == key_state_) {
     return false;
   }
   cert_state_ = cert;

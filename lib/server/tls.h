@@ -17,6 +17,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -107,9 +108,10 @@ class CertificateWatcher {
   CertificateWatcher(const CertificateWatcher&) = delete;
   CertificateWatcher& operator=(const CertificateWatcher&) = delete;
 
-  // One poll, as the thread does it; returns true when a new identity was published.
+  // One poll, as the thread does it; returns true when a new identity was published. With
+  // `force` (SIGHUP) the files are re-read even when their stat data did not change.
   // Thread-safe (tests call it next to the thread).
-  bool poll_once();
+  bool poll_once(bool force = false);
 
  private:
   struct FileState {
@@ -135,7 +137,16 @@ class CertificateWatcher {
   std::thread thread_;
 };
 
-// Reads a whole file (a certificate or key: at most 1 MiB). InvalidArgument naming the file.
-webhook::Result<std::string> read_small_file(const std::string& path);
+// The largest certificate or key file read_small_file accepts.
+inline constexpr std::size_t kMaxPemBytes = 1 << 20;
+
+// Reads a whole certificate or key file of at most `max_bytes`, without ever blocking on what
+// the path names: only a regular file (or a symlink to one) is opened, O_NONBLOCK; a size over
+// the limit is refused before reading, and no more than max_bytes + 1 bytes are ever read (a
+// file growing past the limit is refused too). InvalidArgument naming the path and what is
+// wrong: missing or unreadable, "is a FIFO, not a regular file" (a directory, a device, a
+// socket), its size against the limit.
+webhook::Result<std::string> read_small_file(const std::string& path,
+                                             std::size_t max_bytes = kMaxPemBytes);
 
 }  // namespace server

@@ -1,5 +1,7 @@
 #include "topology/addresses.h"
 
+#include <algorithm>
+
 #include "topology/names.h"
 
 namespace topology {
@@ -44,6 +46,15 @@ std::vector<std::string> split_list(std::string_view text) {
     }
     start = comma + 1;
   }
+}
+
+std::size_t list_size(std::string_view text) {
+  return text.empty() ? 0 : static_cast<std::size_t>(std::count(text.begin(), text.end(), ',')) + 1;
+}
+
+bool list_has_empty_item(std::string_view text) {
+  return !text.empty() &&
+         (text.front() == ',' || text.back() == ',' || text.find(",,") != std::string_view::npos);
 }
 
 std::string address_list(std::span<const std::string> entries, int ports_per_entry, int port_base) {

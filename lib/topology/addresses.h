@@ -7,6 +7,7 @@
 //   topology::address_list(hosts, 1, 8471);           // TPU_PROCESS_ADDRESSES (1 container)
 //   topology::torch_tpu_topology(shape, 2);           // "2,2,2,2" on TPU7x 2x2x2
 
+#include <cstddef>
 #include <span>
 #include <string>
 #include <string_view>
@@ -32,6 +33,12 @@ std::string join(std::span<const std::string> items);
 
 // Splits a comma-separated list; an empty text gives no items. Items are not trimmed.
 std::vector<std::string> split_list(std::string_view text);
+
+// How many items split_list(text) gives, without making them: 0 for "", else commas + 1.
+std::size_t list_size(std::string_view text);
+
+// Whether split_list(text) gives an empty item: `text` starts or ends with a comma or holds ",,".
+bool list_has_empty_item(std::string_view text);
 
 // "<entry>:<port>" for each entry (in order), for ports port_base .. port_base+ports_per_entry-1:
 // host-major, port ascending, comma-joined. Slicebuilder addresses use one port per device of a

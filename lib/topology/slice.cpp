@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "base/text/text.h"
+
 namespace topology {
 namespace {
 
@@ -53,8 +55,9 @@ std::vector<std::string> Slice::advisories() const {
     for (const Accelerator& a : accelerators()) {
       labels += (labels.empty() ? "" : ", ") + std::string(a.label);
     }
-    out.push_back("accelerator \"" + accelerator_ + "\" is not a known GKE TPU accelerator (" +
-                  labels + "); treated as a TPU with " + std::to_string(chiplets_) +
+    out.push_back("accelerator " + webhook::quote_bounded(accelerator_) +
+                  " is not a known GKE TPU accelerator (" + labels + "); treated as a TPU with " +
+                  std::to_string(chiplets_) +
                   " device(s) per chip. Check nodeSelector cloud.google.com/gke-tpu-accelerator");
     return out;
   }

@@ -134,6 +134,40 @@ CASES = [
      "SETUP_MINIMAL=1 bash scripts/setup.sh", "apt-get install -y g++", "scripts/setup.sh"),
     ("a runtime library missing", "libs", "Dockerfile",
      "        libssl3 \\\n", "", "does not install ['libssl3']"),
+    ("--memory-limit not passed", "kustomize", "deploy/manifests/deployment.yaml",
+     "            - --memory-limit=$(WEBHOOK_MEMORY_LIMIT)\n", "",
+     "--memory-limit=None, want $(WEBHOOK_MEMORY_LIMIT)"),
+    ("--memory-limit from the memory request", "kustomize", "deploy/manifests/deployment.yaml",
+     "resource: limits.memory", "resource: requests.memory", "env WEBHOOK_MEMORY_LIMIT"),
+    ("--memory-limit from another variable", "args", "deploy/manifests/deployment.yaml",
+     "--memory-limit=$(WEBHOOK_MEMORY_LIMIT)", "--memory-limit=$(MEMORY_LIMIT)",
+     "references $(MEMORY_LIMIT)"),
+    ("a memory limit below the binary's minimum", "args", "deploy/manifests/deployment.yaml",
+     "              memory: 256Mi", "              memory: 16Mi",
+     "the binary refuses the rendered args"),
+    ("a flag value the binary refuses", "args", "deploy/manifests/deployment.yaml",
+     "--shutdown-timeout=15s", "--shutdown-timeout=15", "the binary refuses the rendered args"),
+    ("chart memory limit below the binary's minimum", "chart", f"{CHART}/values.yaml",
+     "        memory: 256Mi", "        memory: 16Mi", "needs a limit of at least 32Mi"),
+    ("chart NetworkPolicy on by default", "chart", f"{CHART}/templates/networkpolicy.yaml",
+     "{{- if $np.enabled }}\n{{- if not (or $np.apiServerCIDRs $np.apiServerPeers) }}",
+     "{{- if true }}\n{{- if false }}", "NetworkPolicy rendered although not enabled"),
+    ("chart NetworkPolicy restricts egress", "chart", f"{CHART}/templates/networkpolicy.yaml",
+     "    - Ingress\n", "    - Ingress\n    - Egress\n", "want [Ingress]"),
+    ("chart NetworkPolicy opens the health port to the API server's ranges", "chart",
+     f"{CHART}/templates/networkpolicy.yaml", "port: {{ $d.bindPort }}",
+     "port: {{ $d.healthPort }}", "NetworkPolicy lets"),
+    ("chart NetworkPolicy health rule open to every source", "chart",
+     f"{CHART}/templates/networkpolicy.yaml",
+     "    - from:\n        {{- toYaml . | nindent 8 }}\n",
+     "    - from: []\n", "open to every source"),
+    ("chart NetworkPolicy selects other Pods", "chart", f"{CHART}/templates/networkpolicy.yaml",
+     '{{- include "kuberay-tpu-webhook.selectorLabels" . | nindent 6 }}',
+     "app: something-else", "NetworkPolicy podSelector"),
+    ("chart NetworkPolicy without the API server guard", "chart",
+     f"{CHART}/templates/networkpolicy.yaml",
+     "{{- if not (or $np.apiServerCIDRs $np.apiServerPeers) }}", "{{- if false }}",
+     "should fail"),
 ]
 
 
@@ -153,6 +187,8 @@ def run(checker, root, args):
         "dockerfile": [py, f"{HERE}/check_dockerfile.py", "--root", root],
         "libs": [py, f"{HERE}/check_dockerfile.py", "--root", root, "--libs",
                  "--build-dir", args.build_dir or "/nonexistent"],
+        "args": [py, f"{HERE}/check_args.py", "--root", root, "--kubectl", args.kubectl,
+                 "--build-dir", args.build_dir or "/nonexistent"],
     }[checker]
     p = subprocess.run(cmd, capture_output=True, text=True,
                        env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
@@ -170,15 +206,16 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         clean = os.path.join(tmp, "clean")
         copy_tree(args.root, clean)
-        for checker in ("kustomize", "chart", "yamllint", "dockerfile", "libs"):
+        ready = {}
+        for checker in ("kustomize", "chart", "yamllint", "dockerfile", "libs", "args"):
             rc, out = run(checker, clean, args)
             if rc not in (0, 77):
                 print(f"FAIL: the unbroken tree fails {checker}:\n{out}")
                 return 1
-        libs_ready = run("libs", clean, args)[0] == 0
+            ready[checker] = rc == 0
         for i, (what, checker, rel, old, new, phrase) in enumerate(CASES):
-            if checker == "libs" and not libs_ready:
-                print(f"skip: {what} (needs both binaries built in --build-dir)")
+            if checker in ("libs", "args") and not ready[checker]:
+                print(f"skip: {what} (needs the binaries built in --build-dir)")
                 continue
             work = os.path.join(tmp, f"case{i}")
             copy_tree(args.root, work)

@@ -86,13 +86,24 @@ def expect_legacy(mode, replicas, pdb=True):
                 f"PodDisruptionBudget spec {idx[('PodDisruptionBudget', dc.NAME)]['spec']}")
         env = container(idx).get("env")
         r.check(env == [{"name": n, "valueFrom": {"fieldRef": {"fieldPath": p}}}
-                        for n, p in dc.POD_ENV.items()], f"legacy {mode}: env {env}")
+                        for n, p in dc.POD_ENV.items()] + [MEMORY_ENV], f"legacy {mode}: env {env}")
     return check
+
+
+# The container's limits.memory, read by kubelet for --memory-limit=$(WEBHOOK_MEMORY_LIMIT).
+MEMORY_ENV = {"name": "WEBHOOK_MEMORY_LIMIT", "valueFrom": {"resourceFieldRef": {
+    "containerName": "kuberay-tpu-webhook", "resource": "limits.memory"}}}
 
 
 def expect_default_install(objs, idx, r):
     """The shipped defaults, value by value (check_install checks them too, generically)."""
     expect_legacy("auto", 2)(objs, idx, r)
+    c = container(idx)
+    r.check(flags(idx).get("memory-limit") == "$(WEBHOOK_MEMORY_LIMIT)"
+            and c["resources"]["limits"]["memory"] == "256Mi",
+            f"--memory-limit={flags(idx).get('memory-limit')} with limits.memory "
+            f"{c['resources']['limits']['memory']}, want $(WEBHOOK_MEMORY_LIMIT) from 256Mi")
+    r.check(("NetworkPolicy", dc.NAME) not in idx, "NetworkPolicy rendered by default")
     ns = idx[("Namespace", dc.NAMESPACE)]["metadata"]
     r.check(ns.get("annotations") == {"helm.sh/resource-policy": "keep"},
             f"Namespace annotations {ns.get('annotations')}")
@@ -170,6 +181,10 @@ def expect_everything(objs, idx, r):
             "pullPolicy")
     r.check(deployment(idx)["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["memory"]
             == "1Gi", "resources")
+    r.check(MEMORY_ENV in container(idx)["env"] and f.get("memory-limit") == "$(WEBHOOK_MEMORY_LIMIT)",
+            "--memory-limit does not follow the changed limits.memory")
+    r.check(f.get("max-connections") == "1024" and f.get("idle-timeout") == "30s",
+            "connection budget extraArgs not passed")
 
 
 def expect_metrics_service_only(objs, idx, r):
@@ -195,7 +210,8 @@ EVERYTHING = tw(
     kuberayVersion="1.3",
     deployment={"verbosity": 2, "logFormat": "text", "bindPort": 10443, "healthPort": 10081,
                 "shutdownTimeoutSeconds": 20,
-                "extraArgs": ["--threads=4", "--claim-timeout=2s", "--reservation-ttl=20s"],
+                "extraArgs": ["--threads=4", "--claim-timeout=2s", "--reservation-ttl=20s",
+                              "--max-connections=1024", "--idle-timeout=30s"],
                 "resources": {"requests": {"cpu": "100m", "memory": "64Mi"},
                               "limits": {"cpu": "2", "memory": "1Gi"}},
                 "nodeSelector": {"pool": "system"},
@@ -216,6 +232,30 @@ EVERYTHING = tw(
              "serviceMonitor": {"enabled": True, "interval": "15s", "scrapeTimeout": "5s",
                                 "labels": {"release": "prometheus"}}},
 )
+
+API_SERVER_CIDRS = ["172.16.0.0/28", "fd00:10::/64"]
+KONNECTIVITY = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                "podSelector": {"matchLabels": {"k8s-app": "konnectivity-agent"}}}
+PROMETHEUS = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+               "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}},
+              {"ipBlock": {"cidr": "10.20.0.0/16", "except": ["10.20.5.0/24"]}}]
+
+
+def ip_blocks(cidrs):
+    return [{"ipBlock": {"cidr": c}} for c in cidrs]
+
+
+def expect_network_policy(bind, health):
+    """The NetworkPolicy opens exactly the configured ports (check_install checks its sources)."""
+    def check(objs, idx, r):
+        np = idx[("NetworkPolicy", dc.NAME)]
+        ports = sorted(p["port"] for rule in np["spec"]["ingress"] for p in rule["ports"])
+        r.check(ports in ([bind], sorted([bind, health])),
+                f"NetworkPolicy ports {ports}, want the HTTPS port {bind} (and health {health})")
+        r.check(set(ports) <= {p["containerPort"] for p in container(idx)["ports"]},
+                "NetworkPolicy opens a port the container does not serve")
+    return check
+
 
 # (name, overrides, lookup stub, check_install keyword args or None, extra check or failure text)
 VARIANTS = [
@@ -265,6 +305,24 @@ VARIANTS = [
      None, {}, expect_metrics_service_only),
     ("ServiceMonitor alone brings its Service", tw(metrics={"serviceMonitor": {"enabled": True}}),
      None, {}, expect_monitor_brings_service),
+    ("NetworkPolicy: the API server's ranges only",
+     tw(networkPolicy={"enabled": True, "apiServerCIDRs": API_SERVER_CIDRS}), None,
+     {"network_policy": {"https": ip_blocks(API_SERVER_CIDRS), "health": []}},
+     expect_network_policy(dc.BIND_PORT, dc.HEALTH_PORT)),
+    ("NetworkPolicy: every source, ports moved",
+     tw(networkPolicy={"enabled": True, "apiServerCIDRs": API_SERVER_CIDRS[:1],
+                       "apiServerPeers": [KONNECTIVITY], "healthPeers": PROMETHEUS},
+        deployment={"bindPort": 10443, "healthPort": 10081}), None,
+     {"expect_defaults": False, "replicas": 2,
+      "network_policy": {"https": ip_blocks(API_SERVER_CIDRS[:1]) + [KONNECTIVITY],
+                         "health": PROMETHEUS}},
+     expect_network_policy(10443, 10081)),
+    ("NetworkPolicy: peers instead of ranges",
+     tw(networkPolicy={"enabled": True, "apiServerPeers": [KONNECTIVITY]}), None,
+     {"network_policy": {"https": [KONNECTIVITY], "health": []}},
+     expect_network_policy(dc.BIND_PORT, dc.HEALTH_PORT)),
+    ("NetworkPolicy that would shut out the API server", tw(networkPolicy={"enabled": True}),
+     None, None, "tpuWebhook.networkPolicy.enabled needs tpuWebhook.networkPolicy.apiServerCIDRs"),
 ]
 
 

@@ -6,6 +6,7 @@ are written once here so that the kustomize base and every chart variant are hel
 ones.
 """
 
+import ipaddress
 import re
 
 import yaml
@@ -19,7 +20,8 @@ BINARY_FLAGS = {
     "server-key", "kube-config-path", "legacy-indexing", "reservation-ttl", "claim-timeout",
     "namespace", "kuberay-version",
     "tpu-process-port-base", "megascale-port-base", "device-plugin-port", "max-body-bytes",
-    "read-timeout", "shutdown-timeout", "threads", "log-format", "v",
+    "read-timeout", "shutdown-timeout", "threads", "max-connections", "max-header-bytes",
+    "idle-timeout", "memory-limit", "log-format", "v",
 }
 # The Go webhook's object names, kept so that ours replaces it in place.
 NAMESPACE = "ray-system"
@@ -41,6 +43,12 @@ LEASE_RBAC = {("coordination.k8s.io", "leases", v)
 CLAIM_TIMEOUT_DEFAULT = 3.0
 # The Downward API env the binary reads: its namespace (where the Leases live) and its name.
 POD_ENV = {"POD_NAMESPACE": "metadata.namespace", "POD_NAME": "metadata.name"}
+# --memory-limit comes from the container's own limits.memory through this Downward API variable,
+# so the in-flight request budget (three quarters of it) follows the resources.
+MEMORY_ENV = "WEBHOOK_MEMORY_LIMIT"
+MEMORY_ARG = f"$({MEMORY_ENV})"
+# The smallest --memory-limit the binary accepts (32Mi).
+MIN_MEMORY_LIMIT = 32 << 20
 ROLLING_UPDATE = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
 
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding",
@@ -111,15 +119,42 @@ def index(objs, r):
 
 
 def parse_args(args):
-    """--name=value args into a dict; flags must be known to the binary and Go style."""
+    """--name=value args into a dict; flags must be known to the binary and Go style. Args not
+    in that form are listed under "__bad__", flags given twice (the last silently wins) under
+    "__twice__"."""
     out = {}
     for a in args:
         if not isinstance(a, str) or not a.startswith("--") or "=" not in a:
             out.setdefault("__bad__", []).append(a)
             continue
         k, v = a[2:].split("=", 1)
+        if k in out:
+            out.setdefault("__twice__", []).append(k)
         out[k] = v
     return out
+
+
+QUANTITY_SUFFIXES = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15,
+                     "E": 10**18, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50,
+                     "Ei": 2**60}
+
+
+def quantity_bytes(text):
+    """Bytes of a Kubernetes memory quantity ("256Mi", "1G", "268435456", "1e9"), rounded up as
+    the Downward API reports limits.memory with the default divisor 1; None when it is not a
+    quantity."""
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)(?:([kMGTPE]i?)|[eE](\d+))?", str(text))
+    if not m or (m.group(2) or "") == "ki":
+        return None
+    number, suffix, exp = m.groups()
+    whole, _, frac = number.partition(".")
+    scale = QUANTITY_SUFFIXES.get(suffix or "")
+    if scale is None:
+        return None
+    if exp is not None:
+        scale = 10 ** int(exp)
+    num, den = (int(whole + frac) * scale), 10 ** len(frac)
+    return -(-num // den)
 
 
 def go_duration(text):
@@ -149,12 +184,15 @@ def excluded_namespaces(ns_selector):
 
 
 def check_install(objs, r, cert_mode="certManager", expect_defaults=True, namespace_created=True,
-                  ca_bundle=None, secret_name=SECRET, replicas=None, helm=False):
+                  ca_bundle=None, secret_name=SECRET, replicas=None, helm=False,
+                  network_policy=None):
     """Checks one rendered install. expect_defaults: also pin the shipped defaults (2 replicas,
-    --legacy-indexing=auto, PodDisruptionBudget, mutating Fail, validating Ignore, 5 s);
-    cert_mode: certManager | selfSigned | existingSecret; replicas: the Deployment's replicas
-    (2 when expect_defaults, unchecked otherwise); helm: the chart's own additions (the
-    created Namespace's helm.sh/resource-policy: keep)."""
+    --legacy-indexing=auto, PodDisruptionBudget, mutating Fail, validating Ignore, 5 s, no
+    NetworkPolicy unless network_policy says otherwise); cert_mode: certManager | selfSigned | existingSecret; replicas: the
+    Deployment's replicas (2 when expect_defaults, unchecked otherwise); helm: the chart's own
+    additions (the created Namespace's helm.sh/resource-policy: keep); network_policy: None when
+    no NetworkPolicy may be rendered, else the sources it must allow, as
+    {"https": [peer, ...], "health": [peer, ...]} (check_network_policy)."""
     if replicas is None and expect_defaults:
         replicas = 2
     idx = index(objs, r)
@@ -250,7 +288,8 @@ def check_install(objs, r, cert_mode="certManager", expect_defaults=True, namesp
     r.check(len(conts) == 1, f"want one container, got {len(conts)}")
     c = conts[0] if conts else {}
     r.check("__bad__" not in flags, f"args not in --name=value form: {flags.get('__bad__')}")
-    unknown = set(flags) - BINARY_FLAGS - {"__bad__"}
+    r.check("__twice__" not in flags, f"args given twice (the last one wins): {flags.get('__twice__')}")
+    unknown = set(flags) - BINARY_FLAGS - {"__bad__", "__twice__"}
     r.check(not unknown, f"args the binary does not have: {sorted(unknown)}")
     r.check(not c.get("command"), "command overrides the image's entrypoint")
     bind = port_of(flags.get("bind-address", f":{BIND_PORT}"))
@@ -315,6 +354,15 @@ def check_install(objs, r, cert_mode="certManager", expect_defaults=True, namesp
                 f"env {var} is {e}, want valueFrom.fieldRef.fieldPath {field}")
     r.check("namespace" not in flags or flags["namespace"] == NAMESPACE,
             f"--namespace={flags.get('namespace')} is not the webhook's namespace {NAMESPACE}")
+    check_memory_limit(c, flags, r)
+
+    # NetworkPolicy: optional, never by default.
+    policies = [o for o in objs if o["kind"] == "NetworkPolicy"]
+    if network_policy is None:
+        r.check(not policies, f"NetworkPolicy rendered although not enabled: "
+                              f"{[o['metadata']['name'] for o in policies]}")
+    elif r.check(len(policies) == 1, f"want one NetworkPolicy, got {len(policies)}"):
+        check_network_policy(policies[0], r, pod_labels, bind, health, network_policy)
 
     # Replicas share legacy placement's claims: any count, always rolled without downtime.
     strategy = spec.get("strategy", {})
@@ -447,6 +495,126 @@ def check_install(objs, r, cert_mode="certManager", expect_defaults=True, namesp
         else:
             r.check(not secrets, "existingSecret: the chart must not render a Secret")
     return idx
+
+
+def check_memory_limit(c, flags, r):
+    """--memory-limit is the container's own limits.memory, through the Downward API: the flag is
+    $(WEBHOOK_MEMORY_LIMIT), which kubelet expands from an env var with a resourceFieldRef to
+    this container's limits.memory in bytes (divisor 1). The limit itself must be a quantity the
+    binary accepts (at least 32Mi)."""
+    r.check(flags.get("memory-limit") == MEMORY_ARG,
+            f"--memory-limit={flags.get('memory-limit')}, want {MEMORY_ARG} (the container's "
+            "limits.memory through the Downward API)")
+    env = [e for e in c.get("env", []) if e.get("name") == MEMORY_ENV]
+    ref = ((env[0] if env else {}).get("valueFrom") or {}).get("resourceFieldRef") or {}
+    r.check(len(env) == 1 and "value" not in env[0]
+            and ref.get("resource") == "limits.memory"
+            and ref.get("containerName") == c.get("name")
+            and str(ref.get("divisor", "1")) == "1",
+            f"env {MEMORY_ENV} is {env}, want valueFrom.resourceFieldRef "
+            f"{{containerName: {c.get('name')}, resource: limits.memory}} (bytes: divisor 1)")
+    limit = (c.get("resources", {}).get("limits") or {}).get("memory")
+    n = quantity_bytes(limit) if limit is not None else None
+    r.check(n is not None and n >= MIN_MEMORY_LIMIT,
+            f"resources.limits.memory {limit!r}: the webhook needs a limit of at least 32Mi "
+            "(--memory-limit)")
+
+
+def _check_selector(sel, what, r):
+    """A LabelSelector as the API server validates it."""
+    if not r.check(isinstance(sel, dict) and set(sel) <= {"matchLabels", "matchExpressions"},
+                   f"{what}: not a label selector: {sel}"):
+        return
+    labels = sel.get("matchLabels") or {}
+    r.check(isinstance(labels, dict) and all(isinstance(k, str) and isinstance(v, str)
+                                             for k, v in labels.items()),
+            f"{what}: matchLabels must map strings to strings: {labels}")
+    for e in sel.get("matchExpressions") or []:
+        op, values = e.get("operator"), e.get("values") or []
+        ok = isinstance(e.get("key"), str) and (
+            (op in ("In", "NotIn") and values) or (op in ("Exists", "DoesNotExist") and not values))
+        r.check(ok, f"{what}: bad matchExpression {e}")
+
+
+def _check_peer(peer, what, r):
+    """A NetworkPolicyPeer as the API server validates it: a podSelector and/or a
+    namespaceSelector, or an ipBlock alone, whose cidr and except are valid and nested."""
+    if not r.check(isinstance(peer, dict) and peer
+                   and set(peer) <= {"podSelector", "namespaceSelector", "ipBlock"},
+                   f"{what}: not a NetworkPolicy peer: {peer}"):
+        return
+    if "ipBlock" in peer:
+        r.check(len(peer) == 1, f"{what}: ipBlock together with a selector: {peer}")
+        block = peer["ipBlock"] or {}
+        r.check(set(block) <= {"cidr", "except"}, f"{what}: ipBlock fields {sorted(block)}")
+        try:
+            net = ipaddress.ip_network(str(block.get("cidr")), strict=False)
+        except ValueError:
+            r.check(False, f"{what}: ipBlock.cidr {block.get('cidr')!r} is not a CIDR")
+            return
+        r.check("/" in str(block.get("cidr")), f"{what}: ipBlock.cidr {block['cidr']!r} lacks a /prefix")
+        for ex in block.get("except") or []:
+            try:
+                sub = ipaddress.ip_network(str(ex), strict=False)
+                r.check(sub.version == net.version and sub.subnet_of(net) and sub != net,
+                        f"{what}: except {ex} is not strictly inside {block['cidr']}")
+            except ValueError:
+                r.check(False, f"{what}: except {ex!r} is not a CIDR")
+    for key in ("podSelector", "namespaceSelector"):
+        if key in peer:
+            _check_selector(peer[key], f"{what} {key}", r)
+
+
+def check_network_policy(np, r, pod_labels, bind, health, want):
+    """The optional NetworkPolicy: valid as the API server would check it, selecting exactly the
+    webhook's Pods, restricting ingress only (egress stays open for the API calls), and
+    allowing the HTTPS port from exactly want["https"] and the health port from exactly
+    want["health"] (no rule when empty); no rule may be open to every source or reach any
+    other port."""
+    r.check(np.get("apiVersion") == "networking.k8s.io/v1",
+            f"NetworkPolicy apiVersion {np.get('apiVersion')}, want networking.k8s.io/v1")
+    spec = np.get("spec") or {}
+    r.check(set(spec) <= {"podSelector", "policyTypes", "ingress", "egress"},
+            f"NetworkPolicy spec fields {sorted(spec)}")
+    sel = spec.get("podSelector")
+    _check_selector(sel, "NetworkPolicy podSelector", r)
+    r.check(isinstance(sel, dict) and sel.get("matchLabels") == SELECTOR
+            and not sel.get("matchExpressions"),
+            f"NetworkPolicy podSelector {sel}, want the webhook's Pods {SELECTOR}")
+    r.check(subset((sel or {}).get("matchLabels"), pod_labels),
+            "NetworkPolicy selects no webhook Pod")
+    r.check(spec.get("policyTypes") == ["Ingress"] and "egress" not in spec,
+            f"NetworkPolicy policyTypes {spec.get('policyTypes')}, want [Ingress] (egress to "
+            "kube-apiserver must stay open)")
+    allowed = {bind: [], health: []}
+    for i, rule in enumerate(spec.get("ingress") or []):
+        what = f"NetworkPolicy ingress[{i}]"
+        if not r.check(isinstance(rule, dict) and set(rule) <= {"from", "ports"},
+                       f"{what}: fields {rule}"):
+            continue
+        peers, ports = rule.get("from"), rule.get("ports")
+        r.check(isinstance(peers, list) and peers,
+                f"{what}: no 'from': open to every source in and outside the cluster")
+        r.check(isinstance(ports, list) and ports, f"{what}: no 'ports': opens every port")
+        for j, peer in enumerate(peers or []):
+            _check_peer(peer, f"{what}.from[{j}]", r)
+        for port in ports or []:
+            r.check(isinstance(port, dict) and set(port) <= {"protocol", "port"}
+                    and port.get("protocol", "TCP") == "TCP" and isinstance(port.get("port"), int)
+                    and 1 <= port["port"] <= 65535,
+                    f"{what}: port {port}, want a TCP port number")
+            p = port.get("port") if isinstance(port, dict) else None
+            if r.check(p in allowed, f"{what}: opens port {p}, neither HTTPS {bind} nor health "
+                                     f"{health}"):
+                allowed[p] += list(peers or [])
+
+    def keyed(peers):
+        return sorted(yaml.safe_dump(p, sort_keys=True) for p in peers)
+
+    for port, name in ((bind, "https"), (health, "health")):
+        r.check(keyed(allowed[port]) == keyed(want.get(name, [])),
+                f"NetworkPolicy lets {allowed[port]} reach the {name} port {port}, "
+                f"want exactly {want.get(name, [])}")
 
 
 def normalized(obj):

@@ -303,10 +303,11 @@ def malformed_requests(work):
                          b"Content-Length: 10000000\r\n\r\n" + b"y" * 70000)
         s, h, d = split_response(data)
         status_error(s, d, 413, "larger than")
-        # A request line httplib itself refuses.
+        # A method the server does not implement (RFC 9110 9.1), refused by the framing layer.
         data = raw_https(wh.https_port, certs.ca, b"BREW /mutate HTTP/1.1\r\nHost: x\r\n\r\n")
         s, h, d = split_response(data)
-        check(s == 400 and json.loads(d)["code"] == 400, "malformed request line: %r" % data)
+        check(s == 501 and json.loads(d)["code"] == 501, "unknown method: %r" % data)
+        check(h.get("connection") == "close", "a refused head must close the connection")
         code = wh.stop()
         check(code == 0, "the webhook exited %s, not 0; its log ends:\n%s" % (code, wh.log_text()[-3000:]))
 
@@ -816,6 +817,126 @@ def legacy_placement_needs_a_namespace(work):
             check(line is not None and line.get("namespace") == "from-flag" and
                   line.get("namespace_from") == "--namespace", "--namespace not used: %s" % line)
             check(ok.stop() == 0, "the webhook did not exit 0")
+
+
+@case
+def signals_and_files(work):
+    """docs/server.md "Signals and certificate files": every signal whose default action would
+    end the process is handled, or logged and ignored. SIGHUP re-reads the certificate files,
+    SIGQUIT shuts down as SIGTERM does, the others leave the webhook serving. A certificate or
+    key path naming a FIFO or a device is refused without blocking: on reload the old
+    certificate stays; at start the process exits 1 with one error line."""
+    certs = Certs(work)
+    crt, key = certs.issue("webhook")
+    review = make_review("--worker", "0", os.path.join(TUTORIAL, "ray-cluster.tpu-v6e-multihost.yaml"))
+    live_crt, live_key = os.path.join(work, "live.crt"), os.path.join(work, "live.key")
+    for src, dst in ((crt, live_crt), (key, live_key)):
+        with open(src, "rb") as f, open(dst, "wb") as out:
+            out.write(f.read())
+    with Webhook(work, live_crt, live_key) as wh:
+        client = Client(wh.https_port, certs.ca)
+
+        def serving(after):
+            check(wh.proc.poll() is None, "the webhook exited (%s) after %s; its log ends:\n%s"
+                  % (wh.proc.returncode, after, wh.log_text()[-2000:]))
+            check(wh.health("/healthz") == (200, "ok\n"), "/healthz after " + after)
+            r = client.review("/mutate", review)
+            check(r["allowed"] is True and r["uid"] == review["request"]["uid"],
+                  "/mutate after %s: %s" % (after, r))
+
+        def wait_lines(match, count, what, timeout=10):
+            deadline = time.monotonic() + timeout
+            while True:
+                lines = [l for l in wh.log_lines() if match(l)]
+                if len(lines) >= count or time.monotonic() > deadline or wh.proc.poll() is not None:
+                    break
+                time.sleep(0.05)
+            check(len(lines) >= count, "want %d log line(s) %s, got %d (exit %s); the log ends:\n%s"
+                  % (count, what, len(lines), wh.proc.poll(), wh.log_text()[-2000:]))
+            return lines[-1]
+
+        def signal_lines(msg, name):
+            return lambda l: l.get("msg") == msg and l.get("signal") == name
+
+        # SIGHUP: a reload attempt, logged with who sent it; the process keeps serving.
+        wh.proc.send_signal(signal.SIGHUP)
+        line = wait_lines(signal_lines("signal received", "SIGHUP"), 1, "for SIGHUP")
+        check(line.get("action") == "re-read the certificate files" and
+              line.get("sender_pid") == os.getpid(), "the SIGHUP line: %s" % line)
+        serving("SIGHUP")
+
+        # Each of these is logged and ignored, every time it comes.
+        ignored = [(signal.SIGUSR1, "SIGUSR1"), (signal.SIGUSR2, "SIGUSR2"),
+                   (signal.SIGALRM, "SIGALRM"), (signal.SIGVTALRM, "SIGVTALRM"),
+                   (signal.SIGPROF, "SIGPROF"), (signal.SIGIO, "SIGIO"), (signal.SIGPWR, "SIGPWR"),
+                   (signal.SIGRTMIN + 1, "SIGRTMIN+1")]
+        for sig, name in ignored:
+            wh.proc.send_signal(sig)
+            line = wait_lines(signal_lines("signal ignored", name), 1, "for " + name)
+            check(line.get("level") == "warning" and line.get("sender_pid") == os.getpid(),
+                  "the %s line: %s" % (name, line))
+            serving(name)
+        wh.proc.send_signal(signal.SIGUSR1)
+        wait_lines(signal_lines("signal ignored", "SIGUSR1"), 2, "for a second SIGUSR1")
+        serving("a second SIGUSR1")
+
+        # The key file becomes a FIFO: refused at once, the served certificate stays.
+        def reload_failures():
+            return lambda l: (l.get("msg", "").startswith("certificate reload failed") and
+                              live_key + ": is a FIFO, not a regular file" in l.get("error", ""))
+        os.unlink(live_key)
+        os.mkfifo(live_key)
+        wait_lines(reload_failures(), 1, "saying the key is a FIFO")
+        serving("the key became a FIFO")
+        check(served_certificate_cn(wh.https_port, certs.ca) == "webhook",
+              "the previous certificate is not served after the FIFO")
+        # Another FIFO and a SIGHUP at once: whichever reads it, neither the watcher nor the
+        # signal thread waits on it.
+        os.unlink(live_key)
+        os.mkfifo(live_key)
+        wh.proc.send_signal(signal.SIGHUP)
+        wait_lines(reload_failures(), 2, "for the second FIFO")
+        wait_lines(signal_lines("signal received", "SIGHUP"), 2, "for the second SIGHUP")
+        wh.proc.send_signal(signal.SIGUSR2)
+        wait_lines(signal_lines("signal ignored", "SIGUSR2"), 2, "after the FIFO (signals stuck?)")
+        serving("the second FIFO")
+        with open(key, "rb") as f, open(live_key + ".tmp", "wb") as out:
+            out.write(f.read())
+        os.rename(live_key + ".tmp", live_key)
+
+        # At start, a key that is a FIFO or a device: exit 1 within 5 s, one error line naming it.
+        fifo = os.path.join(work, "fifo.key")
+        os.mkfifo(fifo)
+        for bad_key, expected in ((fifo, fifo + ": is a FIFO, not a regular file"),
+                                  ("/dev/zero", "/dev/zero: is a character device, not a regular file")):
+            with Webhook(work, crt, bad_key, expect_start=False) as bad:
+                try:
+                    code = bad.proc.wait(5)
+                except subprocess.TimeoutExpired:
+                    raise Failure("still running 5 s after starting with --tls-private-key-file=" + bad_key)
+                errors = [l for l in bad.log_lines() if l.get("level") == "error"]
+                check(code == 1 and len(errors) == 1 and expected in errors[0].get("error", ""),
+                      "--tls-private-key-file=%s: exit %s, log:\n%s" % (bad_key, code, bad.log_text()))
+
+        serving("the files were restored")
+        client.close()
+        code = wh.stop()
+        check(code == 0, "the webhook exited %s, not 0; its log ends:\n%s" % (code, wh.log_text()[-3000:]))
+        wait_lines(signal_lines("signal received", "SIGTERM"), 1, "for SIGTERM")
+
+    # --server-cert: SIGHUP has no files to re-read and says so; SIGQUIT shuts down cleanly.
+    b64 = lambda p: base64.b64encode(open(p, "rb").read()).decode()
+    with Webhook(work, None, None, "--server-cert=" + b64(crt), "--server-key=" + b64(key)) as wh:
+        wh.proc.send_signal(signal.SIGHUP)
+        line = wh.wait_for_log(lambda l: l.get("msg", "").startswith("nothing to re-read"), 5)
+        check(line is not None and wh.proc.poll() is None,
+              "SIGHUP with --server-cert: %s" % wh.log_text()[-2000:])
+        code = wh.stop(signal.SIGQUIT)
+        check(code == 0, "exit %s after SIGQUIT; the log ends:\n%s" % (code, wh.log_text()[-2000:]))
+        line = wh.wait_for_log(lambda l: l.get("msg") == "signal received" and
+                               l.get("signal") == "SIGQUIT", 1)
+        check(line is not None and line.get("action") == "graceful shutdown",
+              "SIGQUIT not logged as a graceful shutdown")
 
 
 def main():

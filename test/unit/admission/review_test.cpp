@@ -80,6 +80,141 @@ TEST_CASE("decode refuses malformed bodies with a precise message (Envelope)",
   CHECK(d.error().reason == "malformed_request");
 }
 
+namespace {
+
+// A valid Pod review whose object carries `x` (raw JSON text) as spec.x.
+std::string review_carrying(const std::string& x) {
+  json request = minimal_request();
+  request["object"]["spec"] = {{"x", "@X@"}};
+  std::string text = review_with(request).dump();
+  return text.replace(text.find("\"@X@\""), 5, x);
+}
+
+// `item` n times, comma-separated, in brackets.
+std::string repeated(const std::string& item, std::size_t n) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < n; ++i) {
+    s += (i > 0 ? "," : "") + item;
+  }
+  return s + "]";
+}
+
+// An object of n members with distinct keys, each holding `value`.
+std::string members(const std::string& value, std::size_t n) {
+  std::string s = "{";
+  for (std::size_t i = 0; i < n; ++i) {
+    s += (i > 0 ? ",\"k" : "\"k") + std::to_string(i) + "\":" + value;
+  }
+  return s + "}";
+}
+
+}  // namespace
+
+TEST_CASE("decode refuses, with json_too_costly, a review of tiny values too costly to parse",
+          "[admission][bounds]") {
+  auto [name, x] = GENERATE_COPY(table<std::string, std::string>({
+      {"[{}] x 200000", repeated("{}", 200000)},
+      {"[[]] x 200000", repeated("[]", 200000)},
+      {"[0,0,...] x 131073", repeated("0", 131073)},
+      {"[true,...] x 100000", repeated("true", 100000)},
+      {R"({"k0":{},...} x 50000)", members("{}", 50000)},
+      {"[[0]] x 100000", repeated("[0]", 100000)},
+  }));
+  CAPTURE(name);
+  std::string body = review_carrying(x);
+  webhook::Result<admission::Request> d = admission::decode(body);
+  REQUIRE_FALSE(d);
+  CHECK(d.error().reason == "json_too_costly");
+  CHECK(d.error().code == webhook::ErrorCode::kResourceExhausted);
+  CHECK(webhook::http_code(d.error().code) == 413);
+  CHECK_THAT(d.error().message, Catch::StartsWith("the review's JSON would take about "));
+  CHECK_THAT(d.error().message,
+             Catch::Contains("more than 16 times its " + std::to_string(body.size()) + " bytes"));
+  CHECK_THAT(d.error().message, Catch::Contains("remove the field that repeats them"));
+  CHECK(admission::request_uid(body) == "u-1");  // the refusal still names its request
+}
+
+TEST_CASE("the cost message gives the estimate in MiB", "[admission][bounds]") {
+  // 2.4 million empty objects: the shape of a 6.9 MiB review that took 229 MB to parse.
+  webhook::Result<admission::Request> d =
+      admission::decode(review_carrying(repeated("{}", 2400000)));
+  REQUIRE_FALSE(d);
+  CHECK(d.error().reason == "json_too_costly");
+  CHECK_THAT(d.error().message,
+             Catch::Matches("the review's JSON would take about [0-9]{3}\\.[0-9] "
+                            "MiB of memory to parse, .*"));
+}
+
+TEST_CASE("decode accepts costly shapes that stay under the bound", "[admission][bounds]") {
+  // Measured 12-14 heap bytes per body byte (test/unit/parse_memory): under the bound of 16.
+  auto [name, x] = GENERATE_COPY(table<std::string, std::string>({
+      {"[[0,0,0,0,0,0,0,0]] x 65536", repeated("[0,0,0,0,0,0,0,0]", 65536)},
+      {R"(["0123456789abcdef"] x 65536)", repeated("\"0123456789abcdef\"", 65536)},
+      {"one string of 4 MiB", "\"" + std::string(std::size_t{4} << 20, 'x') + "\""},
+      {"[{}] x 20", repeated("{}", 20)},
+      {R"({"k0":0,...} x 10000)", members("0", 10000)},
+  }));
+  CAPTURE(name);
+  webhook::Result<admission::Request> d = admission::decode(review_carrying(x));
+  REQUIRE(d);
+  CHECK(d->object["spec"]["x"] == json::parse(x));
+}
+
+TEST_CASE("genuine reviews are estimated far below the parse-memory bound", "[admission][bounds]") {
+  std::vector<std::string> files = testing::fixture_files("admission", ".json");
+  REQUIRE(files.size() > 50);
+  for (const std::string& file : files) {
+    if (file.ends_with(".config.json")) {
+      continue;
+    }
+    std::string pretty = testing::read_text(testing::fixture_path("admission/" + file));
+    std::string compact = json::parse(pretty).dump();  // as the API server sends it
+    for (const std::string& body : {pretty, compact}) {
+      CAPTURE(file, body.size());
+      CHECK(admission::decode(body));
+      // Three quarters of the bound: genuine reviews estimate 4-11 bytes per body byte.
+      CHECK(admission::scan_json(body).parse_bytes <=
+            12 * body.size() + admission::kParseMemoryFixedBytes);
+    }
+  }
+}
+
+TEST_CASE("scan_json skips strings and counts values, not their spelling", "[admission][bounds]") {
+  CHECK(admission::scan_json(R"(["{}{}{}{}"])").parse_bytes ==
+        admission::scan_json(R"(["abcdefgh"])").parse_bytes);
+  CHECK(admission::scan_json("[1,2,3]").parse_bytes == admission::scan_json("[4,5,6]").parse_bytes);
+  CHECK(admission::scan_json("[{},{}]").parse_bytes > admission::scan_json("[{}]").parse_bytes);
+  CHECK(admission::scan_json("[[[]]]").depth == 3);
+  CHECK(admission::scan_json("[[[[[]]]]]", 3).depth == 4);  // stops past max_depth
+  CHECK(admission::scan_json(R"({"a":"[[[["})").depth == 1);
+}
+
+TEST_CASE("a uid longer than kMaxUidBytes is refused and never echoed", "[admission][envelope]") {
+  auto uid_review = [](std::string uid) {
+    json request = minimal_request();
+    request["uid"] = std::move(uid);
+    return review_with(request).dump();
+  };
+  std::string longest(admission::kMaxUidBytes, 'u');
+  REQUIRE(admission::decode(uid_review(longest)));
+  CHECK(admission::decode(uid_review(longest))->uid == longest);
+  CHECK(admission::request_uid(uid_review(longest)) == longest);
+
+  for (std::size_t size : {admission::kMaxUidBytes + 1, std::size_t{6} << 20}) {
+    CAPTURE(size);
+    std::string body = uid_review(std::string(size, 'u'));
+    webhook::Result<admission::Request> d = admission::decode(body);
+    REQUIRE_FALSE(d);
+    CHECK(d.error().reason == "malformed_request");
+    CHECK(webhook::http_code(d.error().code) == 400);
+    CHECK_THAT(d.error().message,
+               Catch::Contains("request.uid is " + std::to_string(size) + " bytes, more than 128"));
+    CHECK_THAT(d.error().message, Catch::Contains("UUID"));
+    CHECK(d.error().message.size() < 200);        // the uid itself is not quoted
+    CHECK(admission::request_uid(body).empty());  // answered with a plain HTTP error
+  }
+}
+
 TEST_CASE("check_json_depth counts brackets outside strings only", "[admission][bounds]") {
   CHECK(admission::check_json_depth("[[[]]]", 3).ok());
   CHECK_FALSE(admission::check_json_depth("[[[[]]]]", 3).ok());

@@ -146,6 +146,15 @@ std::vector<std::string> dns(int replica, int hosts, const std::string& svc = "c
   return topology::worker_hostnames("g", replica, hosts, svc);
 }
 
+// `n` times ",a": the rest of a host list of n + 1 entries that starts with "a".
+std::string more_entries(std::size_t n) {
+  std::string out;
+  for (std::size_t i = 0; i < n; ++i) {
+    out += ",a";
+  }
+  return out;
+}
+
 bool any_contains(const std::vector<std::string>& warnings, const std::string& text) {
   for (const std::string& w : warnings) {
     if (w.find(text) != std::string::npos) {
@@ -459,6 +468,24 @@ TEST_CASE("M5: each var is set only if not present, with the spec's exceptions",
        -1,
        "container \"ray-worker\": TPU_WORKER_HOSTNAMES \"a,,b,c\" has an empty entry; "
        "TORCH_TPU_SLICEBUILDER_ADDRESSES uses the webhook's host list instead"},
+      // More entries than the slice has chips: counted, never split, and it does not divide.
+      {"slicebuilder-user-hostnames-more-than-chips", "4x4",
+       json::array({{{"name", "TPU_WORKER_HOSTNAMES"}, {"value", "a" + more_entries(20000)}}}),
+       "TORCH_TPU_SLICEBUILDER_ADDRESSES",
+       json{{"name", "TORCH_TPU_SLICEBUILDER_ADDRESSES"}, {"value", slicebuilder(dns(0, 4), 4)}},
+       -1,
+       "container \"ray-worker\": TPU_WORKER_HOSTNAMES has 20001 entries, which do not divide "
+       "the slice's 16 chips; TORCH_TPU_SLICEBUILDER_ADDRESSES uses the webhook's host list "
+       "instead"},
+      // An empty entry decides first; a list longer than 253 bytes is shown cut.
+      {"slicebuilder-user-hostnames-many-empty-entries", "4x4",
+       json::array({{{"name", "TPU_WORKER_HOSTNAMES"}, {"value", std::string(300, ',')}}}),
+       "TORCH_TPU_SLICEBUILDER_ADDRESSES",
+       json{{"name", "TORCH_TPU_SLICEBUILDER_ADDRESSES"}, {"value", slicebuilder(dns(0, 4), 4)}},
+       -1,
+       "container \"ray-worker\": TPU_WORKER_HOSTNAMES \"" + std::string(253, ',') +
+           "\"\u2026(300 bytes) has an empty entry; TORCH_TPU_SLICEBUILDER_ADDRESSES uses the "
+           "webhook's host list instead"},
       {"slicebuilder-valuefrom-hostnames", "4x4",
        json::array({{{"name", "TPU_WORKER_HOSTNAMES"}, {"valueFrom", kUserFrom}}}),
        "TORCH_TPU_SLICEBUILDER_ADDRESSES",
@@ -538,6 +565,24 @@ TEST_CASE("M5: each var is set only if not present, with the spec's exceptions",
   } else {
     CHECK(any_contains(r.warnings, warning));
   }
+}
+
+TEST_CASE("M7: warnings show a container name longer than 253 bytes cut", "[podpatch][mutate]") {
+  std::string name(1000, 'n');
+  json pod = worker("tpu-v6e-slice", "4x4",
+                    {tpu_container(name, 4, json::parse(R"([{"name": "TPU_WORKER_ID", "value": "0"},
+                                                   {"name": "TPU_NAME", "value": "mine"}])"))});
+  Outcome r = run("long-container-name", pod, at(0, 2));
+  CAPTURE(r.warnings);
+  REQUIRE(r.warnings.size() == 2);
+  const std::string prefix = "container \"" + std::string(253, 'n') + "\"\u2026(1000 bytes): ";
+  CHECK(r.warnings[0] == prefix +
+                             "replaced TPU_WORKER_ID=\"0\" with \"2\": a template value is "
+                             "copied to every host, so the webhook sets the ID of each host");
+  CHECK(r.warnings[1] == prefix +
+                             "kept TPU_NAME=\"mine\" from the Pod spec, but this slice needs "
+                             "\"g-0\"; remove it from the template unless you mean it");
+  CHECK(r.value("TPU_WORKER_ID") == "2");
 }
 
 TEST_CASE("M5.2: TPU_PROCESS_ADDRESSES exceptions on tpu7x", "[podpatch][mutate]") {

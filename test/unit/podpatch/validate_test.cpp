@@ -519,3 +519,26 @@ TEST_CASE("V1: malformed workerGroupSpecs are denied", "[podpatch][validate]") {
   CHECK(v.status.error().code == webhook::ErrorCode::kInvalidArgument);
   CHECK(v.status.error().message == message);
 }
+
+TEST_CASE("V2: messages show names longer than 253 bytes cut", "[podpatch][validate]") {
+  std::string cluster_name(16384, 'r');
+  std::string group_name(300, 'g');
+  std::string accelerator(1000, 'a');
+  json c = cluster({group(group_name, accelerator, "2x2", 4, json(1)),
+                    group("bad", "tpu-v6e-slice", "4x4", 4, json(3))},
+                   std::string(400, 's'));
+  c["metadata"]["name"] = cluster_name;
+  podpatch::ClusterReport v = validate(c);
+  const std::string id = "RayCluster " + std::string(253, 's') + "\u2026(400 bytes)/" +
+                         std::string(253, 'r') + "\u2026(16384 bytes): ";
+  REQUIRE(v.warnings.size() == 1);
+  CHECK_THAT(v.warnings[0],
+             Catch::StartsWith(id + "worker group \"" + std::string(253, 'g') +
+                               "\"\u2026(300 bytes): accelerator \"" + std::string(253, 'a') +
+                               "\"\u2026(1000 bytes) is not a known GKE TPU accelerator ("));
+  REQUIRE_FALSE(v.status.ok());
+  CHECK(reason_of(v) == "hosts_mismatch");
+  CHECK_THAT(v.status.error().message,
+             Catch::Contains(": " + id + "worker group \"bad\": topology 4x4"));
+  CHECK(v.status.error().message.size() < 1000);
+}

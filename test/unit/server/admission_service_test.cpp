@@ -107,8 +107,8 @@ TEST_CASE("a worker Pod is patched through POST /mutate, uid echoed (Envelope, M
   CHECK(line["host"] == 2);
   CHECK(line["generateName"].get<std::string>().ends_with("-worker-"));
   CHECK(line.contains("latency_us"));
+  CHECK(reply.metric_code == 200);  // the transport counts it once written
   std::string metrics = f.metrics.render();
-  CHECK_THAT(metrics, Catch::Contains(R"(requests_total{webhook="mutate",code="200"} 1)"));
   CHECK_THAT(metrics, Catch::Contains(R"(placements_total{path="labels"} 1)"));
 }
 
@@ -220,9 +220,10 @@ TEST_CASE("envelope failures without a uid are HTTP errors with one line of JSON
       "no request");
   check_status(f.post("/mutate/", "{}"), 404, "POST /mutate");
   check_status(f.post("/metrics", "{}"), 404, "no such path");
+  // The code the transport's request metrics count is the HTTP status for these.
+  CHECK(f.serve({"GET", "/mutate", "", ""}).metric_code == 405);
+  CHECK(f.post("/metrics", "{}").metric_code == 0);
   std::string metrics = f.metrics.render();
-  CHECK_THAT(metrics, Catch::Contains(R"(requests_total{webhook="mutate",code="405"} 2)"));
-  CHECK_THAT(metrics, Catch::Contains(R"(requests_total{webhook="other",code="404"} 2)"));
   CHECK_THAT(metrics,
              Catch::Contains(R"(denials_total{webhook="mutate",reason="malformed_request"})"));
   CHECK_THAT(metrics,

@@ -65,3 +65,97 @@ TEST_CASE("verbosity gates debug lines", "[log]") {
   CHECK_THAT(loud.out.str(), Catch::Contains("connection closed"));
   CHECK(loud.out.str().find("patch") == std::string::npos);
 }
+
+namespace {
+
+constexpr std::string_view kEllipsis = "\xe2\x80\xa6";  // U+2026, which starts the cut mark
+
+std::string cut_mark(std::size_t size) {
+  return std::string(kEllipsis) + "(cut, " + std::to_string(size) + " bytes)";
+}
+
+}  // namespace
+
+TEST_CASE("JSON lines cut long values and messages, and stay JSON", "[log]") {
+  Captured c(server::LogFormat::kJson);
+  std::string uid(std::size_t{6} << 20, 'u');  // a 6 MiB request.uid
+  std::string message(5000, 'm');
+  c.log->info(message, {{"uid", uid}, {"reason", "json_too_costly"}, {"latency_us", 7}});
+  std::string line = c.out.str();
+  CHECK(line.size() < 3000);
+  REQUIRE(line.find('\n') == line.size() - 1);
+  nlohmann::json j = nlohmann::json::parse(line);
+  CHECK(j["uid"] == std::string(1024, 'u') + cut_mark(6291456));
+  CHECK(j["msg"] == std::string(1024, 'm') + cut_mark(5000));
+  CHECK(j["reason"] == "json_too_costly");
+  CHECK(j["latency_us"] == 7);
+}
+
+TEST_CASE("a value of exactly the bound is kept whole; one byte more is cut", "[log]") {
+  Captured c(server::LogFormat::kJson);
+  c.log->info("x", {{"whole", std::string(server::kMaxLogValueBytes, 'a')},
+                    {"cut", std::string(server::kMaxLogValueBytes + 1, 'b')}});
+  nlohmann::json j = nlohmann::json::parse(c.out.str());
+  CHECK(j["whole"] == std::string(1024, 'a'));
+  CHECK(j["cut"] == std::string(1024, 'b') + cut_mark(1025));
+}
+
+TEST_CASE("values are cut between UTF-8 characters, escapes counted", "[log]") {
+  std::string e_acute = "\xc3\xa9";      // é, 2 bytes
+  std::string snowman = "\xe2\x98\x83";  // 3 bytes
+  std::string odd = "x";                 // 1 + 2k: the 512th é would end past the bound
+  std::string thirds;                    // 3k: the 342nd snowman would end past it
+  std::string escapes(300, '\x01');      // each written as the 6 bytes \u0001
+  for (int i = 0; i < 600; ++i) {
+    odd += e_acute;
+    thirds += snowman;
+  }
+  std::string odd_kept = "x";
+  std::string thirds_kept;
+  for (int i = 0; i < 511; ++i) {
+    odd_kept += e_acute;
+  }
+  for (int i = 0; i < 341; ++i) {
+    thirds_kept += snowman;
+  }
+  Captured c(server::LogFormat::kJson);
+  c.log->info("x", {{"odd", odd}, {"thirds", thirds}, {"escapes", escapes}});
+  std::string line = c.out.str();
+  CAPTURE(line);
+  nlohmann::json j = nlohmann::json::parse(line);  // throws on a split character
+  CHECK(j["odd"] == odd_kept + cut_mark(1201));
+  CHECK(j["thirds"] == thirds_kept + cut_mark(1800));
+  CHECK(j["escapes"] == std::string(170, '\x01') + cut_mark(300));  // 170 x 6 = 1020 bytes
+}
+
+TEST_CASE("text lines cut long values, quoted, and long messages", "[log]") {
+  Captured c(server::LogFormat::kText);
+  std::string uid(std::size_t{6} << 20, 'u');
+  c.log->info(std::string(2000, 'm'), {{"uid", uid}, {"name", "w-1"}, {"replica", 3}});
+  std::string line = c.out.str();
+  CAPTURE(line.substr(0, 200));
+  CHECK(line.size() < 3000);
+  CHECK(line.find('\n') == line.size() - 1);
+  CHECK_THAT(line, Catch::Contains(" I " + std::string(1024, 'm') + cut_mark(2000) + " uid=\"" +
+                                   std::string(1024, 'u') + cut_mark(6291456) +
+                                   "\" name=w-1 replica=3\n"));
+}
+
+TEST_CASE("no number of long fields makes a line more than a few KiB per field", "[log]") {
+  for (server::LogFormat format : {server::LogFormat::kText, server::LogFormat::kJson}) {
+    Captured c(format);
+    std::string big(std::size_t{1} << 20, '"');  // every byte escaped
+    c.log->warn("admission", {{"uid", big},
+                              {"namespace", big},
+                              {"name", big},
+                              {"generateName", big},
+                              {"kind", big},
+                              {"operation", big},
+                              {"message", big}});
+    std::string line = c.out.str();
+    CHECK(line.size() < 7 * 1100 + 200);
+    if (format == server::LogFormat::kJson) {
+      CHECK(nlohmann::json::parse(line)["message"] == std::string(512, '"') + cut_mark(1048576));
+    }
+  }
+}

@@ -1,16 +1,21 @@
-// lib/server/tls: identities (chain, key match, no material in errors) and the watcher's reload
-// rules: kubelet's ..data symlink swap, a rename, a broken pair keeps the old identity
-// (docs/server.md "TLS").
+// lib/server/tls: identities (chain, key match, no material in errors), the watcher's reload
+// rules: kubelet's ..data symlink swap, a rename, a broken pair keeps the old identity, and the
+// files it refuses to read: FIFOs, devices, directories, files over the limit (docs/server.md
+// "TLS", "Signals and certificate files").
 #include "server/tls.h"
 
+#include <fcntl.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <future>
 
 namespace {
 
@@ -63,6 +68,24 @@ struct TempDir {
   }
   ~TempDir() { fs::remove_all(path); }
   fs::path path;
+};
+
+// Runs read_small_file(path) on another thread and says whether it returned within 5 s. If it
+// did not (it blocks on the FIFO), a writer opening and closing the FIFO releases it, so the
+// test ends either way.
+struct BoundedRead {
+  explicit BoundedRead(const std::string& path)
+      : result(std::async(std::launch::async, [path] { return server::read_small_file(path); })) {
+    returned = result.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
+    if (!returned) {
+      int writer = ::open(path.c_str(), O_WRONLY | O_NONBLOCK);
+      if (writer >= 0) {
+        ::close(writer);
+      }
+    }
+  }
+  std::future<webhook::Result<std::string>> result;
+  bool returned = false;
 };
 
 }  // namespace
@@ -187,4 +210,118 @@ TEST_CASE(
     CHECK_THAT(last_error, Catch::Contains("cannot open"));
     CHECK(store.current()->subject() == "CN=first");
   }
+}
+
+TEST_CASE("a FIFO is refused at once, not waited on", "[tls][server]") {
+  TempDir dir;
+  const std::string fifo = (dir.path / "tls.key").string();
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  BoundedRead read(fifo);
+  REQUIRE(read.returned);
+  webhook::Result<std::string> r = read.result.get();
+  REQUIRE_FALSE(r.has_value());
+  CHECK(r.error().code == webhook::ErrorCode::kInvalidArgument);
+  CHECK(r.error().message == fifo +
+                                 ": is a FIFO, not a regular file (give the path of a PEM file; a "
+                                 "symlink to one is fine)");
+}
+
+TEST_CASE("devices and directories are refused without being read", "[tls][server]") {
+  TempDir dir;  // a new one each time the generator runs the case
+  auto [given, kind] = GENERATE(table<std::string, std::string>({
+      {"/dev/zero", "is a character device, not a regular file"},
+      {"/dev/null", "is a character device, not a regular file"},
+      {"", "is a directory, not a regular file"},
+  }));
+  const std::string path = given.empty() ? dir.path.string() : given;
+  auto started = std::chrono::steady_clock::now();
+  webhook::Result<std::string> r = server::read_small_file(path);
+  CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(1));
+  REQUIRE_FALSE(r.has_value());
+  CHECK_THAT(r.error().message, Catch::StartsWith(path + ": " + kind));
+}
+
+TEST_CASE("a file over 1 MiB is refused by its size, before it is read", "[tls][server]") {
+  TempDir dir;
+  const fs::path big = dir.path / "big.crt";
+  write_file(big, "");
+  fs::resize_file(big, (1 << 20) + 1);  // sparse: nothing to read but zeros
+  webhook::Result<std::string> r = server::read_small_file(big.string());
+  REQUIRE_FALSE(r.has_value());
+  CHECK(r.error().message == big.string() +
+                                 ": is 1048577 bytes, over the 1048576-byte limit (1 MiB) for a "
+                                 "certificate or key");
+
+  fs::resize_file(big, 1 << 20);  // exactly the limit: read whole
+  webhook::Result<std::string> at_limit = server::read_small_file(big.string());
+  REQUIRE(at_limit.has_value());
+  CHECK(at_limit->size() == std::size_t{1} << 20);
+}
+
+TEST_CASE("a file holding more than its size says is cut at the limit plus one byte",
+          "[tls][server]") {
+  // /proc files report size 0 and hold more: the read, not the size, must enforce the limit.
+  webhook::Result<std::string> whole = server::read_small_file("/proc/self/maps");
+  REQUIRE(whole.has_value());
+  REQUIRE(whole->size() > 100);
+  webhook::Result<std::string> r = server::read_small_file("/proc/self/maps", 100);
+  REQUIRE_FALSE(r.has_value());
+  CHECK(r.error().message == "/proc/self/maps: grew past the 100-byte limit while it was read");
+}
+
+TEST_CASE("a symlink to a PEM file is read; a missing file is named", "[tls][server]") {
+  TempDir dir;
+  Pem pem = make_pem("linked");
+  fs::create_directory(dir.path / "..v1");
+  write_file(dir.path / "..v1" / "tls.crt", pem.cert);
+  fs::create_symlink("..v1/tls.crt", dir.path / "tls.crt");
+  webhook::Result<std::string> r = server::read_small_file((dir.path / "tls.crt").string());
+  REQUIRE(r.has_value());
+  CHECK(*r == pem.cert);
+
+  const std::string missing = (dir.path / "missing.key").string();
+  webhook::Result<std::string> m = server::read_small_file(missing);
+  REQUIRE_FALSE(m.has_value());
+  CHECK(m.error().code == webhook::ErrorCode::kInvalidArgument);
+  CHECK(m.error().message == missing +
+                                 ": cannot open the file: No such file or directory (does it "
+                                 "exist and is it readable?)");
+
+  fs::create_symlink("missing.key", dir.path / "dangling.key");  // a symlink to nothing
+  webhook::Result<std::string> d = server::read_small_file((dir.path / "dangling.key").string());
+  REQUIRE_FALSE(d.has_value());
+  CHECK_THAT(d.error().message, Catch::Contains("No such file or directory"));
+}
+
+TEST_CASE("the watcher keeps the served identity when the key becomes a FIFO", "[tls][server]") {
+  TempDir dir;
+  Pem first = make_pem("first");
+  write_file(dir.path / "tls.crt", first.cert);
+  write_file(dir.path / "tls.key", first.key);
+  server::IdentityStore store(*server::load_identity(first.cert, first.key));
+  int failed = 0;
+  std::string last_error;
+  server::CertificateWatcher watcher(
+      store, (dir.path / "tls.crt").string(), (dir.path / "tls.key").string(),
+      std::chrono::milliseconds(0),
+      [&](bool success, const std::string& detail, const std::shared_ptr<const server::Identity>&) {
+        failed += success ? 0 : 1;
+        last_error = detail;
+      });
+  CHECK_FALSE(watcher.poll_once());
+  fs::remove(dir.path / "tls.key");
+  REQUIRE(::mkfifo((dir.path / "tls.key").c_str(), 0600) == 0);
+  auto polled = std::async(std::launch::async, [&watcher] { return watcher.poll_once(); });
+  bool returned = polled.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
+  if (!returned) {  // release the blocked read so the test ends
+    int writer = ::open((dir.path / "tls.key").c_str(), O_WRONLY | O_NONBLOCK);
+    if (writer >= 0) {
+      ::close(writer);
+    }
+  }
+  REQUIRE(returned);
+  CHECK_FALSE(polled.get());
+  CHECK(failed == 1);
+  CHECK_THAT(last_error, Catch::Contains("tls.key: is a FIFO, not a regular file"));
+  CHECK(store.current()->subject() == "CN=first");
 }

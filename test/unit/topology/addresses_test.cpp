@@ -51,6 +51,23 @@ TEST_CASE("M5.2: join and split_list", "[topology][addresses]") {
       CHECK(topology::join(topology::split_list(text)) == text);
     }
   }
+  SECTION("list_size and list_has_empty_item: what split_list would give, without splitting") {
+    auto [text, size, has_empty] = GENERATE(table<std::string, std::size_t, bool>({
+        {"", 0, false},
+        {"a", 1, false},
+        {"a,b", 2, false},
+        {"a,,b", 3, true},
+        {",", 2, true},
+        {"a,", 2, true},
+        {",a", 2, true},
+        {" a , b ", 2, false},
+        {std::string(1 << 20, ','), (1 << 20) + 1, true},
+    }));
+    CAPTURE(text.substr(0, 20), text.size());
+    CHECK(topology::list_size(text) == size);
+    CHECK(topology::list_has_empty_item(text) == has_empty);
+    CHECK(topology::split_list(text).size() == size);
+  }
 }
 
 TEST_CASE("M5.2/M5.3: address_list is host-major, ports ascending", "[topology][addresses]") {

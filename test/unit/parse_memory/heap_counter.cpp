@@ -1,0 +1,112 @@
+#include "heap_counter.h"
+
+#include <malloc.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <new>
+#include <sstream>
+
+namespace {
+
+std::size_t live_bytes = 0;
+std::size_t peak_bytes = 0;
+
+// What an allocation holds: its usable size and the chunk header (a mapped chunk has two words).
+std::size_t held(void* p) {
+  std::size_t usable = malloc_usable_size(p);
+  return usable + ((usable + 16) % 4096 == 0 ? 16 : 8);
+}
+
+void* counted_new(std::size_t n) {
+  void* p = std::malloc(n == 0 ? 1 : n);
+  if (p == nullptr) {
+    throw std::bad_alloc();
+  }
+  live_bytes += held(p);
+  peak_bytes = std::max(peak_bytes, live_bytes);
+  return p;
+}
+
+void counted_delete(void* p) noexcept {
+  if (p != nullptr) {
+    live_bytes -= held(p);
+    std::free(p);
+  }
+}
+
+}  // namespace
+
+void* operator new(std::size_t n) { return counted_new(n); }
+void* operator new[](std::size_t n) { return counted_new(n); }
+void operator delete(void* p) noexcept { counted_delete(p); }
+void operator delete[](void* p) noexcept { counted_delete(p); }
+void operator delete(void* p, std::size_t /*size*/) noexcept { counted_delete(p); }
+void operator delete[](void* p, std::size_t /*size*/) noexcept { counted_delete(p); }
+
+namespace heap {
+
+std::size_t peak_of(const std::function<void()>& work) {
+  std::size_t start = live_bytes;
+  peak_bytes = live_bytes;
+  work();
+  return peak_bytes - start;
+}
+
+std::size_t live() { return live_bytes; }
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string repeat(const std::string& item, std::size_t n, const std::string& open,
+                   const std::string& close) {
+  std::string s = open;
+  for (std::size_t i = 0; i < n; ++i) {
+    s += (i > 0 ? "," : "") + item;
+  }
+  return s + close;
+}
+
+std::string members(const std::string& value, std::size_t n) {
+  std::string s = "{";
+  for (std::size_t i = 0; i < n; ++i) {
+    std::string key;
+    for (std::size_t k = i; key.empty() || k > 0; k /= 26) {
+      key += static_cast<char>('a' + k % 26);
+    }
+    s += (i > 0 ? ",\"" : "\"") + key + "\":" + value;
+  }
+  return s + "}";
+}
+
+const std::vector<Shape>& shapes() {
+  static const std::vector<Shape> kShapes = {
+      {"[{}]", [](std::size_t n) { return repeat("{}", n); }},
+      {"[[]]", [](std::size_t n) { return repeat("[]", n); }},
+      {"[0]", [](std::size_t n) { return repeat("0", n); }},
+      {"[true]", [](std::size_t n) { return repeat("true", n); }},
+      {"[\"\"]", [](std::size_t n) { return repeat("\"\"", n); }},
+      {"[[0]]", [](std::size_t n) { return repeat("[0]", n); }},
+      {"[[0,0]]", [](std::size_t n) { return repeat("[0,0]", n); }},
+      {"[[0 x8]]", [](std::size_t n) { return repeat("[0,0,0,0,0,0,0,0]", n); }},
+      {"[{a:0}]", [](std::size_t n) { return repeat(R"({"a":0})", n); }},
+      {"{k:{}}", [](std::size_t n) { return members("{}", n); }},
+      {"{k:0}", [](std::size_t n) { return members("0", n); }},
+      {"{k:[]}", [](std::size_t n) { return members("[]", n); }},
+      {"{k:\"\"}", [](std::size_t n) { return members("\"\"", n); }},
+      {"[16-byte strings]", [](std::size_t n) { return repeat("\"0123456789abcdef\"", n); }},
+      {"one string", [](std::size_t n) { return "\"" + std::string(3 * n, 'x') + "\""; }},
+      {"one number", [](std::size_t n) { return std::string(3 * n, '7'); }},
+      {"[{}] cut short", [](std::size_t n) { return repeat("{}", n).substr(0, 3 * n - 1); }},
+      {"a string with a control byte",
+       [](std::size_t n) { return "\"" + std::string(3 * n, 'x') + "\x01\""; }},
+  };
+  return kShapes;
+}
+
+}  // namespace heap

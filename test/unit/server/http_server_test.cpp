@@ -1,0 +1,411 @@
+// server::HttpServer over plain-HTTP sockets on 127.0.0.1: keep-alive and pipelining, idle and
+// slow connections that hold no worker, deadlines, the connection cap, strict framing (nothing
+// after a refused head is read), 413 and 100 Continue, the in-flight memory budget, and the
+// response hook. Every socket has a receive timeout, so no case can hang.
+#include "server/http_server.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <spdlog/sinks/null_sink.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/memory/reserve.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+class Socket {
+ public:
+  explicit Socket(int port, std::chrono::milliseconds timeout = 5000ms) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    timeval tv{};
+    tv.tv_sec = static_cast<long>(timeout.count() / 1000);
+    tv.tv_usec = static_cast<long>((timeout.count() % 1000) * 1000);
+    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<std::uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+  }
+  ~Socket() { ::close(fd_); }
+  Socket(const Socket&) = delete;
+  Socket& operator=(const Socket&) = delete;
+
+  bool connected() const { return connected_; }
+  void send(const std::string& bytes) const {
+    std::size_t off = 0;
+    while (off < bytes.size()) {
+      ssize_t n = ::send(fd_, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
+      if (n <= 0) {
+        return;
+      }
+      off += static_cast<std::size_t>(n);
+    }
+  }
+  // Everything until the server closes (or the receive timeout passes).
+  std::string read_all() const {
+    std::string out;
+    char buf[8192];
+    for (;;) {
+      ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
+      if (n <= 0) {
+        return out;
+      }
+      out.append(buf, static_cast<std::size_t>(n));
+    }
+  }
+  // One response: head and a Content-Length body.
+  std::string read_response() const {
+    std::string out;
+    char buf[8192];
+    for (;;) {
+      std::size_t end = out.find("\r\n\r\n");
+      if (end != std::string::npos) {
+        std::size_t cl = out.find("Content-Length: ");
+        std::size_t len = cl < end ? std::stoul(out.substr(cl + 16)) : 0;
+        if (out.size() >= end + 4 + len) {
+          return out;
+        }
+      }
+      ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
+      if (n <= 0) {
+        return out;
+      }
+      out.append(buf, static_cast<std::size_t>(n));
+    }
+  }
+  // True when the server closed the connection (EOF) within the receive timeout.
+  bool closed_by_server() const {
+    char c = 0;
+    return ::recv(fd_, &c, 1, 0) == 0;
+  }
+
+ private:
+  int fd_ = -1;
+  bool connected_ = false;
+};
+
+int count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) {
+    ++n;
+  }
+  return n;
+}
+
+std::string post(const std::string& path, const std::string& body, const std::string& extra = "") {
+  return "POST " + path + " HTTP/1.1\r\nHost: t\r\nContent-Type: text/plain\r\n" + extra +
+         "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+// An HttpServer on 127.0.0.1 answering "<method> <path> <body size> <flags>" as text.
+struct TestServer {
+  explicit TestServer(server::HttpServerOptions options) {
+    if (!options.handler) {
+      options.handler = [this](const server::HttpRequestView& r) {
+        ++handled;
+        server::HttpReply reply;
+        reply.content_type = "text/plain";
+        reply.body = std::string(r.method) + " " + std::string(r.path) + " " +
+                     std::to_string(r.body.size()) + (r.too_large ? " too_large" : "") +
+                     (r.timed_out ? " timed_out" : "") + (r.busy ? " busy" : "");
+        if (r.too_large || r.timed_out || r.busy) {
+          reply.close = true;
+        }
+        return reply;
+      };
+    }
+    options.on_response = [this](std::string_view, int code, std::chrono::nanoseconds) {
+      std::lock_guard<std::mutex> lock(mu);
+      codes.push_back(code);
+    };
+    http = std::make_unique<server::HttpServer>(std::move(options), log);
+    port = *http->bind({"127.0.0.1", 0});
+    thread = std::thread([this] { http->serve(); });
+  }
+  ~TestServer() {
+    http->stop_serving();
+    thread.join();
+  }
+  std::vector<int> response_codes() {
+    std::lock_guard<std::mutex> lock(mu);
+    return codes;
+  }
+
+  server::Log log{
+      std::make_shared<spdlog::logger>("t", std::make_shared<spdlog::sinks::null_sink_mt>()),
+      server::LogFormat::kJson, 0};
+  std::unique_ptr<server::HttpServer> http;
+  int port = 0;
+  std::thread thread;
+  std::atomic<int> handled{0};
+  std::mutex mu;
+  std::vector<int> codes;
+};
+
+server::HttpServerOptions small(int workers = 2) {
+  server::HttpServerOptions o;
+  o.workers = workers;
+  o.read_timeout = 1500ms;
+  o.idle_timeout = 1500ms;
+  o.limits.max_body_bytes = 1 << 20;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("keep-alive and pipelined requests are answered in order on one connection",
+          "[transport]") {
+  TestServer s(small());
+  Socket c(s.port);
+  REQUIRE(c.connected());
+  c.send(post("/a", "12345"));
+  std::string first = c.read_response();
+  CHECK_THAT(first, Catch::StartsWith("HTTP/1.1 200 OK\r\n") && Catch::EndsWith("POST /a 5"));
+  CHECK_THAT(first, !Catch::Contains("Connection: close"));
+  c.send(post("/b", "xy") + post("/c", "") + "GET /d HTTP/1.1\r\nHost: t\r\n\r\n");
+  std::string rest = c.read_response();
+  rest += c.read_response();
+  rest += c.read_response();
+  CHECK(count(rest, "HTTP/1.1 200 OK") == 3);
+  CHECK(rest.find("POST /b 2") < rest.find("POST /c 0"));
+  CHECK(rest.find("POST /c 0") < rest.find("GET /d 0"));
+}
+
+TEST_CASE("idle and half-sent connections hold no worker", "[transport]") {
+  TestServer s(small(1));  // one worker for everything
+  std::vector<std::unique_ptr<Socket>> idle;
+  for (int i = 0; i < 100; ++i) {
+    idle.push_back(std::make_unique<Socket>(s.port));
+    if (i % 2 == 1) {
+      idle.back()->send("POST /slow HTTP/1.1\r\nHost: t\r\nContent-Le");  // a head, never ended
+    }
+  }
+  Socket c(s.port, 1000ms);  // well inside the 1.5 s deadlines the idle ones have
+  c.send(post("/now", "ok"));
+  CHECK_THAT(c.read_response(), Catch::EndsWith("POST /now 2"));
+}
+
+TEST_CASE("a request that stops arriving gets 408 and its connection is closed", "[transport]") {
+  TestServer s(small());
+  Socket c(s.port);
+  auto start = Clock::now();
+  c.send("POST /t HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\n12345");
+  std::string answer = c.read_all();
+  CHECK(Clock::now() - start < 4s);
+  CHECK_THAT(answer,
+             Catch::Contains("POST /t 5 timed_out") && Catch::Contains("Connection: close"));
+  Socket head_only(s.port);
+  head_only.send("POST /t HTTP/1.1\r\nHo");
+  answer = head_only.read_all();
+  CHECK_THAT(answer, Catch::StartsWith("HTTP/1.1 408 ") && Catch::Contains("--read-timeout"));
+  Socket silent(s.port);  // never sends: closed without an answer
+  CHECK(silent.read_all().empty());
+}
+
+TEST_CASE("a keep-alive connection is closed after the idle timeout", "[transport]") {
+  TestServer s(small());
+  Socket c(s.port);
+  c.send(post("/a", ""));
+  CHECK_THAT(c.read_response(), Catch::StartsWith("HTTP/1.1 200"));
+  auto start = Clock::now();
+  CHECK(c.closed_by_server());
+  CHECK(Clock::now() - start >= 1s);
+}
+
+TEST_CASE("at the connection cap the oldest idle connection makes room", "[transport]") {
+  server::HttpServerOptions o = small();
+  o.max_connections = 8;
+  o.read_timeout = 5000ms;
+  TestServer s(std::move(o));
+  std::vector<std::unique_ptr<Socket>> idle;
+  for (int i = 0; i < 8; ++i) {
+    idle.push_back(std::make_unique<Socket>(s.port));
+    std::this_thread::sleep_for(20ms);  // distinct ages
+  }
+  for (int i = 0; i < 50 && s.http->open_connections() < 8; ++i) {
+    std::this_thread::sleep_for(20ms);
+  }
+  REQUIRE(s.http->open_connections() == 8);
+  Socket c(s.port);
+  c.send(post("/new", ""));
+  CHECK_THAT(c.read_response(), Catch::EndsWith("POST /new 0"));
+  CHECK(idle.front()->closed_by_server());
+  CHECK(s.http->open_connections() <= 8);
+}
+
+TEST_CASE("a refused head closes the connection; what follows it is never answered",
+          "[transport]") {
+  TestServer s(small());
+  const std::string hidden = post("/hidden", "x");
+  for (const std::string& head :
+       {std::string("POST /a HTTP/1.1\r\nHost: t\r\nContent-Length: abc\r\n\r\n"),
+        std::string(
+            "POST /a HTTP/1.1\r\nHost: t\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n"),
+        std::string("GARBAGE\r\n\r\n"), std::string("POST /a HTTP/1.1\nHost: t\n\n"),
+        std::string("POST /a HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n"
+                    "Content-Length: 3\r\n\r\n0\r\n\r\n")}) {
+    CAPTURE(head);
+    Socket c(s.port);
+    c.send(head + hidden);
+    std::string answer = c.read_all();
+    CHECK_THAT(answer, Catch::StartsWith("HTTP/1.1 400 ") && Catch::Contains("Connection: close"));
+    CHECK(count(answer, "HTTP/1.1 ") == 1);
+    CHECK_THAT(answer, !Catch::Contains("/hidden"));
+  }
+  CHECK(s.handled == 0);
+  std::vector<int> codes = s.response_codes();
+  CHECK(codes == std::vector<int>{400, 400, 400, 400, 400});  // each counted once written
+}
+
+TEST_CASE("a body over the limit is refused from its length, without 100 Continue", "[transport]") {
+  TestServer s(small());
+  for (const char* length : {"9223372036854775808", "18446744073709551617", "2000000"}) {
+    CAPTURE(length);
+    Socket c(s.port);
+    auto start = Clock::now();
+    c.send("POST /big HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: " +
+           std::string(length) + "\r\n\r\n");
+    std::string answer = c.read_response();
+    CHECK(Clock::now() - start < 1s);  // not after the read timeout
+    CHECK_THAT(answer, Catch::Contains("POST /big 0 too_large") &&
+                           !Catch::Contains("100 Continue") &&
+                           Catch::Contains("Connection: close"));
+  }
+  Socket ok(s.port);
+  ok.send("POST /small HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n");
+  CHECK(ok.read_response() == "HTTP/1.1 100 Continue\r\n\r\n");
+  ok.send("abc");
+  CHECK_THAT(ok.read_response(), Catch::EndsWith("POST /small 3"));
+}
+
+TEST_CASE("requests over the in-flight budget wait for room, then are served", "[transport]") {
+  server::MemoryBudget budget(3 << 20);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release = false;
+  std::atomic<int> inside{0};
+  server::HttpServerOptions o = small(4);
+  o.read_timeout = 4000ms;
+  o.budget = &budget;
+  o.parse_bytes_per_body_byte = 1;  // a 1 MiB body holds 2 MiB + 64 KiB
+  o.handler = [&](const server::HttpRequestView& r) {
+    ++inside;
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait_for(lock, 3s, [&] { return release; });
+    server::HttpReply reply;
+    reply.body = std::to_string(r.body.size()) + (r.busy ? " busy" : "");
+    return reply;
+  };
+  TestServer s(std::move(o));
+  const std::string body(1 << 20, 'x');
+  Socket first(s.port);
+  first.send(post("/a", body));
+  for (int i = 0; i < 100 && inside == 0; ++i) {
+    std::this_thread::sleep_for(10ms);
+  }
+  REQUIRE(inside == 1);
+  CHECK(budget.in_use() == (2 << 20) + (64 << 10));
+  Socket second(s.port);
+  second.send(post("/b", body));  // does not fit beside the first: parked, its body unread
+  std::this_thread::sleep_for(200ms);
+  CHECK(inside == 1);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  CHECK_THAT(first.read_response(), Catch::EndsWith("1048576"));
+  CHECK_THAT(second.read_response(), Catch::EndsWith("1048576"));
+  for (int i = 0; i < 100 && budget.in_use() != 0; ++i) {
+    std::this_thread::sleep_for(10ms);
+  }
+  CHECK(budget.in_use() == 0);
+}
+
+TEST_CASE("a request that cannot get budget before its deadline is answered busy", "[transport]") {
+  server::MemoryBudget budget(3 << 20);
+  REQUIRE(budget.try_acquire(2 << 20));  // held by someone else throughout
+  server::HttpServerOptions o = small();
+  o.budget = &budget;
+  o.parse_bytes_per_body_byte = 1;
+  TestServer s(std::move(o));
+  Socket c(s.port);
+  c.send(post("/late", std::string(1 << 20, 'x')));
+  // Answered with the body's first bytes only (enough for a uid), never the whole body.
+  std::string answer = c.read_all();
+  CHECK_THAT(answer, Catch::Contains("POST /late ") && Catch::EndsWith(" busy"));
+  CHECK(std::stoul(answer.substr(answer.find("/late ") + 6)) <= 65536);
+  CHECK(budget.in_use() == (2 << 20));
+}
+
+TEST_CASE("a request that could never fit the budget is refused at once", "[transport]") {
+  server::MemoryBudget budget(1 << 20);
+  server::HttpServerOptions o = small();
+  o.budget = &budget;
+  o.parse_bytes_per_body_byte = 1;
+  TestServer s(std::move(o));
+  Socket c(s.port);
+  auto start = Clock::now();
+  c.send("POST /huge HTTP/1.1\r\nHost: t\r\nContent-Length: 600000\r\n\r\n");
+  std::string answer = c.read_response();
+  CHECK(Clock::now() - start < 1s);
+  CHECK_THAT(answer, Catch::StartsWith("HTTP/1.1 413 ") && Catch::Contains("--memory-limit"));
+  CHECK(s.handled == 0);
+}
+
+TEST_CASE("HEAD answers carry no body; stop_serving closes idle connections", "[transport]") {
+  auto s = std::make_unique<TestServer>(small());
+  Socket c(s->port);
+  c.send("HEAD /h HTTP/1.1\r\nHost: t\r\n\r\n");
+  std::string head = c.read_response();
+  CHECK_THAT(head, Catch::StartsWith("HTTP/1.1 200") && Catch::EndsWith("\r\n\r\n"));
+  auto start = Clock::now();
+  s.reset();  // stop_serving, then serve() returns once every connection closed
+  CHECK(Clock::now() - start < 1s);
+  CHECK(c.closed_by_server());
+}
+
+TEST_CASE("a route grows its request's grant, returned with the rest once answered",
+          "[transport]") {
+  server::MemoryBudget budget(4 << 20);
+  std::atomic<std::uint64_t> during{0};
+  std::atomic<int> granted{-1};
+  std::atomic<int> refused{-1};
+  server::HttpServerOptions o = small();
+  o.budget = &budget;
+  o.handler = [&](const server::HttpRequestView&) {
+    granted = webhook::memory::reserve(std::size_t{3} << 20) ? 1 : 0;
+    during = budget.in_use();
+    refused = webhook::memory::reserve(std::size_t{8} << 20) ? 1 : 0;  // more than the budget
+    server::HttpReply reply;
+    reply.body = "ok";
+    return reply;
+  };
+  TestServer s(std::move(o));
+  Socket c(s.port);
+  c.send(post("/grow", "abc"));
+  CHECK_THAT(c.read_response(), Catch::EndsWith("ok"));
+  CHECK(granted == 1);
+  CHECK(refused == 0);
+  CHECK(during == (std::uint64_t{3} << 20) + 3 + (64 << 10));  // the body's grant and the growth
+  for (int i = 0; i < 100 && budget.in_use() != 0; ++i) {
+    std::this_thread::sleep_for(10ms);
+  }
+  CHECK(budget.in_use() == 0);
+  CHECK(webhook::memory::reserve(std::size_t{1} << 40));  // no reserver on this thread: granted
+}
