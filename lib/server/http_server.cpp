@@ -315,16 +315,19 @@ void HttpServer::maybe_finish() {
 }
 
 void HttpServer::work() {
-  epoll_event events[32];
+  // One event per wait: a route may block (legacy placement writes to the API server), and an
+  // event taken from the set is this worker's alone, so a second one taken with it would wait
+  // behind the first while other workers sit idle.
   while (!finished_) {
-    int n = epoll_wait(epoll_fd_, events, 32, -1);
-    for (int i = 0; i < n && !finished_; ++i) {
-      std::uint64_t id = events[i].data.u64;
-      if (id < kWakeId) {
-        accept_some();
-      } else if (id > kWakeId) {
-        on_event(id, events[i].events);
-      }
+    epoll_event event{};
+    if (epoll_wait(epoll_fd_, &event, 1, -1) != 1) {
+      continue;
+    }
+    std::uint64_t id = event.data.u64;
+    if (id < kWakeId) {
+      accept_some();
+    } else if (id > kWakeId) {
+      on_event(id, event.events);
     }
   }
 }
