@@ -222,18 +222,12 @@ const json kClusterResource = {{"group", "ray.io"}, {"version", "v1"}, {"resourc
 TEST_CASE("genuine reviews: a whole admission within kAdmissionMemoryPerBodyByte",
           "[parse_memory][admission_memory]") {
   Worst worst;
-  std::vector<std::filesystem::path> files;
-  for (const auto& entry : std::filesystem::directory_iterator(FIXTURE_DIR "/admission")) {
-    std::string name = entry.path().filename().string();
-    if (name.ends_with(".json") && !name.ends_with(".config.json")) {
-      files.push_back(entry.path());
-    }
-  }
+  std::vector<std::string> files = heap::admission_fixtures(FIXTURE_DIR "/admission");
   REQUIRE(files.size() > 50);
-  for (const std::filesystem::path& file : files) {
-    std::string pretty = heap::read_text(file.string());
+  for (const std::string& file : files) {
+    std::string pretty = heap::read_text(file);
     std::string compact = json::parse(pretty).dump();  // as the API server sends it
-    std::string name = file.filename().string();
+    std::string name = std::filesystem::path(file).filename().string();
     CHECK(check_admission(name, fixture_harness(file)->handler, Hook::kMutate, pretty, worst)
               .accepted);
     CHECK(check_admission(name + " (compact)", fixture_harness(file)->handler, Hook::kMutate,

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <new>
 #include <sstream>
@@ -55,6 +56,17 @@ std::size_t peak_of(const std::function<void()>& work) {
 }
 
 std::size_t live() { return live_bytes; }
+
+std::vector<std::string> admission_fixtures(const std::string& dir) {
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    std::string name = entry.path().filename().string();
+    if (name.ends_with(".json") && !name.ends_with(".config.json")) {
+      files.push_back(entry.path().string());
+    }
+  }
+  return files;
+}
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path);

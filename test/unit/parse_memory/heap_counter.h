@@ -19,6 +19,8 @@ std::size_t live();
 
 // The whole text of the file at `path`.
 std::string read_text(const std::string& path);
+// The AdmissionReview fixtures in `dir` (test/fixtures/admission), without their .config.json.
+std::vector<std::string> admission_fixtures(const std::string& dir);
 
 // `item` n times, comma-separated, in `open` `close`.
 std::string repeat(const std::string& item, std::size_t n, const std::string& open = "[",
