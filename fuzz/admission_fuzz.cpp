@@ -24,8 +24,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (parsed["response"]["uid"] != uid) {
       __builtin_trap();
     }
-    if (req && r.allowed && r.patch.is_array() && !r.patch.empty()) {
-      (void)req->object.patch(r.patch);  // throws (and aborts) if the patch does not apply
+    if (req && r.allowed && admission::has_patch(r)) {
+      (void)req->object.patch(admission::patch_ops(r));  // throws (and aborts) if the patch does not apply
     }
   }
   return 0;

@@ -8,7 +8,6 @@
 #include "podpatch/affinity.h"
 #include "podpatch/env.h"
 #include "podpatch/keys.h"
-#include "podpatch/patch.h"
 #include "podpatch/reasons.h"
 #include "podpatch/validate.h"
 
@@ -232,7 +231,7 @@ webhook::Result<PodPlacement> Handler::choose_placement(const Request& req, cons
   return out;
 }
 
-// Stages facts -> names -> placement -> reserve -> plan -> mutate + diff, for a Pod this webhook
+// Stages facts -> names -> placement -> reserve -> plan -> patch, for a Pod this webhook
 // mutates.
 webhook::Result<Response> Handler::mutate_tpu_pod(const Request& req, PodDecision& d) const {
   ASSIGN_OR_RETURN(d.view, read_pod(req.object));
@@ -260,13 +259,19 @@ webhook::Result<Response> Handler::mutate_tpu_pod(const Request& req, PodDecisio
   if (placed.path == PlacementPath::kLegacy) {
     warnings.push_back(legacy_warning(placed.slot));
   }
-  // Only the parts the mutation may change are copied and diffed (M6: the same patch as the
-  // diff of the whole Pods).
-  json before = podpatch::mutable_parts(req.object);
-  d.mutated = before;
-  std::vector<std::string> changed = podpatch::mutate(d.mutated, view, plan);
-  warnings.insert(warnings.end(), changed.begin(), changed.end());
-  Response out = patched(req.uid, podpatch::diff(before, d.mutated));
+  // The patch is written straight from the changes (M6: exactly json::diff of the Pod and its
+  // mutated copy, which webhook-dryrun makes when it shows the mutated Pod).
+  podpatch::Mutation mutation = podpatch::plan_mutation(view, plan);
+  std::string patch;
+  patch.reserve(2048);
+  podpatch::write_patch(view, mutation, patch);
+  if (d.record_mutated) {
+    d.mutated = podpatch::mutable_parts(req.object);
+    podpatch::apply_mutation(d.mutated, mutation);
+  }
+  warnings.insert(warnings.end(), std::make_move_iterator(mutation.warnings.begin()),
+                  std::make_move_iterator(mutation.warnings.end()));
+  Response out = patched(req.uid, std::move(patch));
   out.warnings = std::move(warnings);
   out.placement = placed;
   return out;
@@ -280,6 +285,7 @@ Response Handler::mutate(const Request& req, PodDecision* decision) const {
     return allowed(req.uid);
   }
   PodDecision local;
+  local.record_mutated = false;
   webhook::Result<Response> out = mutate_tpu_pod(req, decision != nullptr ? *decision : local);
   return out ? std::move(out).value() : deny_pod(req, out.error());
 }

@@ -12,8 +12,8 @@
 //
 // A TPU Pod goes through named stages, each a function returning a webhook::Result: facts (M2)
 // -> names (the headless Service and DNS labels) -> placement (M4 topology key, M3 slot) ->
-// reserve (the memory of a large slice's answer, admission::answer_memory_bound) -> plan ->
-// mutate + diff. A failing stage's Error (with its reason, podpatch/reasons.h) becomes
+// reserve (the memory of a large slice's answer, admission::answer_memory_bound) -> plan (the
+// changes, podpatch::plan_mutation) -> patch (their JSON Patch text, podpatch::write_patch). A failing stage's Error (with its reason, podpatch/reasons.h) becomes
 // the denial. Thread-safe when the sources are: the Handler itself holds no mutable state.
 
 #include <optional>
@@ -63,7 +63,10 @@ struct PodDecision {
   std::optional<PodFacts> facts;
   std::optional<PodNames> names;
   std::optional<PodPlacement> placement;
-  podpatch::json mutated;  // the Pod's mutable parts after the mutation (null before)
+  // The Pod's mutable parts after the mutation (null before; left null when record_mutated is
+  // false, as for the server, which only needs the patch).
+  podpatch::json mutated;
+  bool record_mutated = true;
 };
 
 class Handler {

@@ -423,10 +423,18 @@ Response allowed(std::string uid) {
   return r;
 }
 
-Response patched(std::string uid, json patch) {
+Response patched(std::string uid, std::string patch) {
   Response r = allowed(std::move(uid));
   r.patch = std::move(patch);
   return r;
+}
+
+bool has_patch(const Response& response) {
+  return !response.patch.empty() && response.patch != "[]";
+}
+
+json patch_ops(const Response& response) {
+  return has_patch(response) ? json::parse(response.patch) : json();
 }
 
 Response denied(std::string uid, const webhook::Error& error) {
@@ -441,9 +449,9 @@ Response denied(std::string uid, const webhook::Error& error) {
 
 json to_json(const Response& response) {
   json out = {{"uid", response.uid}, {"allowed", response.allowed}};
-  if (response.patch.is_array() && !response.patch.empty()) {
+  if (has_patch(response)) {
     out["patchType"] = "JSONPatch";
-    out["patch"] = webhook::base64_encode(webhook::dump_json(response.patch));
+    out["patch"] = webhook::base64_encode(response.patch);
   }
   if (!response.allowed) {
     out["status"] = {{"code", response.code}, {"message", response.message}};
@@ -463,9 +471,9 @@ std::string encode(const Response& response) {
   out += R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":)";
   out += webhook::dump_json(json(response.uid));
   out += response.allowed ? R"(,"allowed":true)" : R"(,"allowed":false)";
-  if (response.patch.is_array() && !response.patch.empty()) {
+  if (has_patch(response)) {
     out += R"(,"patchType":"JSONPatch","patch":")";
-    out += webhook::base64_encode(webhook::dump_json(response.patch));
+    webhook::append_base64(out, response.patch);
     out += '"';
   }
   if (!response.allowed) {

@@ -160,13 +160,19 @@ struct Response {
   int code = 200;
   std::string message;      // denials: what is wrong and how to fix it
   std::string_view reason;  // denials: a name from podpatch/reasons.h, e.g. "invalid_topology"
-  json patch;               // RFC 6902 operations; null or empty means no patch
+  // The RFC 6902 operations as JSON text (podpatch::write_patch); "" or "[]" means no patch.
+  std::string patch;
   std::vector<std::string> warnings;
   std::optional<podpatch::Placement> placement;  // for logs and metrics, not encoded
 };
 
 Response allowed(std::string uid);
-Response patched(std::string uid, json patch);
+// `patch` is the operations' JSON text.
+Response patched(std::string uid, std::string patch);
+// Whether the response carries operations.
+bool has_patch(const Response& response);
+// The operations as a json array (parsed from `patch`); null when there are none.
+json patch_ops(const Response& response);
 // A denial carrying error.message, the HTTP code of error.code and error.reason.
 Response denied(std::string uid, const webhook::Error& error);
 

@@ -389,7 +389,7 @@ class Runner {
       io_.err << item.where << ": denied: " << r.message << "\n";
       return kExitDenied;
     }
-    json patch = r.patch.is_array() ? r.patch : json::array();
+    json patch = admission::has_patch(r) ? admission::patch_ops(r) : json::array();
     if (out == "patch") {
       io_.out << webhook::dump_json(patch, 2) << "\n";
       return kExitAdmitted;
@@ -444,7 +444,8 @@ class Runner {
             << " denied: " << r.message << "\n";
         return kExitDenied;
       }
-      json mutated = pod_req.object.patch(r.patch.is_array() ? r.patch : json::array());
+      json mutated = pod_req.object.patch(admission::has_patch(r) ? admission::patch_ops(r)
+                                                                  : json::array());
       rows.push_back(
           {ordinal, w.group, r.placement ? r.placement->slot : podpatch::Slot{}, mutated});
       list["items"].push_back(std::move(mutated));

@@ -3,6 +3,7 @@
 #include <map>
 
 #include "base/json/access.h"
+#include "base/json/write.h"
 #include "podpatch/keys.h"
 #include "podpatch/labels.h"
 
@@ -12,31 +13,21 @@ using webhook::object_member;
 using webhook::string_member;
 namespace {
 
-json requirement(std::string_view key, std::string_view op, std::optional<std::string_view> value) {
-  json r = {{"key", key}, {"operator", op}};
-  if (value) {
-    r["values"] = json::array({*value});
-  }
-  return r;
-}
+constexpr std::string_view kRequired = "requiredDuringSchedulingIgnoredDuringExecution";
 
-json term(json expressions, std::string_view topology_key) {
-  return {{"labelSelector", {{"matchExpressions", std::move(expressions)}}},
-          {"topologyKey", topology_key}};
-}
-
-void add_term(json& affinity, std::string_view kind, json t) {
-  json& a = object_member(affinity, kind);
-  json& terms = a["requiredDuringSchedulingIgnoredDuringExecution"];
-  if (!terms.is_array()) {
-    terms = json::array();
+// {"key":K,"operator":OP[,"values":[V]]}
+void append_requirement(std::string& out, std::string_view key, std::string_view op,
+                        const std::string_view* value) {
+  out += R"({"key":)";
+  webhook::append_json_string(out, key);
+  out += R"(,"operator":)";
+  webhook::append_json_string(out, op);
+  if (value != nullptr) {
+    out += R"(,"values":[)";
+    webhook::append_json_string(out, *value);
+    out.push_back(']');
   }
-  for (const json& existing : terms) {
-    if (existing == t) {
-      return;
-    }
-  }
-  terms.push_back(std::move(t));
+  out.push_back('}');
 }
 
 }  // namespace
@@ -87,23 +78,71 @@ bool has_gce_topology_labels(std::span<const Labels> nodes) {
   return false;
 }
 
-void merge_affinity(json& pod, const AffinityMatch& m) {
+std::string_view affinity_kind(AffinityTerm term) {
+  return term == AffinityTerm::kSameReplica ? "podAffinity" : "podAntiAffinity";
+}
+
+void append_affinity_term(std::string& out, const AffinityMatch& m, AffinityTerm term) {
+  const std::string_view value = m.value;
+  const std::string_view cluster = m.cluster;
+  out += R"({"labelSelector":{"matchExpressions":[)";
+  if (term == AffinityTerm::kOtherClusters) {
+    append_requirement(out, keys::kClusterLabel, "NotIn", &cluster);
+    out.push_back(',');
+    append_requirement(out, m.key, "Exists", nullptr);
+    out += R"(]},"namespaceSelector":{"matchExpressions":[)";
+    const std::string_view system = "kube-system";
+    append_requirement(out, keys::kNamespaceNameLabel, "NotIn", &system);
+  } else {
+    append_requirement(out, m.key, term == AffinityTerm::kSameReplica ? "In" : "NotIn", &value);
+    out.push_back(',');
+    append_requirement(out, keys::kClusterLabel, "In", &cluster);
+  }
+  out += R"(]},"topologyKey":)";
+  webhook::append_json_string(out, m.topology_key);
+  out.push_back('}');
+}
+
+json affinity_term(const AffinityMatch& match, AffinityTerm term) {
+  std::string text;
+  append_affinity_term(text, match, term);
+  return json::parse(text);
+}
+
+std::vector<AffinityTerm> missing_affinity_terms(const json* affinity, const AffinityMatch& m) {
+  std::vector<AffinityTerm> out;
+  for (AffinityTerm t : kAffinityTerms) {
+    const json* terms = webhook::member(affinity, affinity_kind(t), kRequired);
+    bool present = false;
+    if (terms != nullptr && terms->is_array() && !terms->empty()) {
+      json wanted = affinity_term(m, t);
+      for (const json& existing : *terms) {
+        present = present || existing == wanted;
+      }
+    }
+    if (!present) {
+      out.push_back(t);
+    }
+  }
+  return out;
+}
+
+void add_affinity_terms(json& pod, const AffinityMatch& m, std::span<const AffinityTerm> terms) {
+  if (terms.empty()) {
+    return;
+  }
   json& affinity = object_member(object_member(pod, "spec"), "affinity");
-  add_term(affinity, "podAffinity",
-           term(json::array({requirement(m.key, "In", m.value),
-                             requirement(keys::kClusterLabel, "In", m.cluster)}),
-                m.topology_key));
-  add_term(affinity, "podAntiAffinity",
-           term(json::array({requirement(m.key, "NotIn", m.value),
-                             requirement(keys::kClusterLabel, "In", m.cluster)}),
-                m.topology_key));
-  json other_clusters = term(json::array({requirement(keys::kClusterLabel, "NotIn", m.cluster),
-                                          requirement(m.key, "Exists", std::nullopt)}),
-                             m.topology_key);
-  other_clusters["namespaceSelector"] = {
-      {"matchExpressions",
-       json::array({requirement(keys::kNamespaceNameLabel, "NotIn", "kube-system")})}};
-  add_term(affinity, "podAntiAffinity", std::move(other_clusters));
+  for (AffinityTerm t : terms) {
+    json& list = object_member(affinity, affinity_kind(t))[std::string(kRequired)];
+    if (!list.is_array()) {
+      list = json::array();
+    }
+    list.push_back(affinity_term(m, t));
+  }
+}
+
+void merge_affinity(json& pod, const AffinityMatch& m) {
+  add_affinity_terms(pod, m, missing_affinity_terms(webhook::member(pod, "spec", "affinity"), m));
 }
 
 }  // namespace podpatch

@@ -8,6 +8,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/json/access.h"
 #include "podpatch/pod_view.h"
@@ -35,10 +36,30 @@ struct AffinityMatch {
   std::string topology_key;
 };
 
-// Adds to pod.spec.affinity the required pod-affinity term [key In [value], ray.io/cluster In
-// [cluster]] and the anti-affinity terms [key NotIn [value], ray.io/cluster In [cluster]] and
-// [ray.io/cluster NotIn [cluster], key Exists] (the latter across namespaces except
-// kube-system), keeping existing terms and never adding a term twice.
+// The three required terms of M4, all with the match's topology key:
+//   kSameReplica   podAffinity      [key In [value], ray.io/cluster In [cluster]]
+//   kOtherReplicas podAntiAffinity  [key NotIn [value], ray.io/cluster In [cluster]]
+//   kOtherClusters podAntiAffinity  [ray.io/cluster NotIn [cluster], key Exists], across every
+//                                   namespace but kube-system
+enum class AffinityTerm { kSameReplica, kOtherReplicas, kOtherClusters };
+inline constexpr AffinityTerm kAffinityTerms[] = {
+    AffinityTerm::kSameReplica, AffinityTerm::kOtherReplicas, AffinityTerm::kOtherClusters};
+// "podAffinity" or "podAntiAffinity".
+std::string_view affinity_kind(AffinityTerm term);
+
+// The term as JSON text, keys sorted (as webhook::dump_json writes it), and as a json value.
+void append_affinity_term(std::string& out, const AffinityMatch& match, AffinityTerm term);
+json affinity_term(const AffinityMatch& match, AffinityTerm term);
+
+// The terms of kAffinityTerms that `affinity` (a Pod's spec.affinity; may be null) does not
+// already require, in that order.
+std::vector<AffinityTerm> missing_affinity_terms(const json* affinity, const AffinityMatch& match);
+
+// Appends `terms` to pod.spec.affinity's required terms, creating what is missing or null.
+void add_affinity_terms(json& pod, const AffinityMatch& match, std::span<const AffinityTerm> terms);
+
+// Adds to pod.spec.affinity the three terms above, keeping existing terms and never adding a
+// term twice: add_affinity_terms(pod, match, missing_affinity_terms(...)).
 void merge_affinity(json& pod, const AffinityMatch& match);
 
 }  // namespace podpatch

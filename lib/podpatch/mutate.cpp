@@ -1,11 +1,15 @@
 #include "podpatch/mutate.h"
 
+#include <algorithm>
+
 #include "base/json/access.h"
+#include "base/json/write.h"
 #include "base/text/text.h"
 #include "podpatch/affinity.h"
 #include "podpatch/env.h"
 #include "podpatch/keys.h"
 #include "podpatch/labels.h"
+#include "podpatch/patch.h"
 #include "topology/names.h"
 
 namespace podpatch {
@@ -49,22 +53,32 @@ SliceValues compute_values(const PodView& view, const MutationPlan& plan, std::s
   return v;
 }
 
-// Env edits of one TPU container, collecting warnings.
+// The env changes of one TPU container, decided on the original container and collecting
+// warnings. Reads see the changes already made (a later rule reads what an earlier one set).
 class ContainerEnv {
  public:
-  ContainerEnv(json& container, std::string_view name, std::vector<std::string>& warnings)
-      : c_(container), name_(name), warnings_(warnings) {}
+  ContainerEnv(const json& container, std::string_view name, ContainerChanges& changes,
+               std::vector<std::string>& warnings)
+      : c_(container), name_(name), changes_(changes), warnings_(warnings) {}
 
   std::optional<std::string_view> literal(std::string_view var) const {
+    if (const EnvChange* e = changed(var)) {
+      return e->host_ip || e->value.empty() ? std::nullopt
+                                            : std::optional<std::string_view>(e->value);
+    }
     return env_literal(c_, var);
   }
-  bool present(std::string_view var) const { return env_present(c_, var); }
+  bool present(std::string_view var) const {
+    if (const EnvChange* e = changed(var)) {
+      return e->host_ip || !e->value.empty();
+    }
+    return env_present(c_, var);
+  }
 
   // Sets `var` unless present; warns when a present literal differs from `value`.
   void keep_or_set(std::string_view var, const std::string& value) {
-    std::optional<EnvRef> e = find_env(c_, var);
-    if (e && is_present(*e->entry)) {
-      std::optional<std::string_view> lit = literal_value(*e->entry);
+    if (present(var)) {
+      std::optional<std::string_view> lit = literal(var);
       if (lit && *lit != value) {
         warnings_.push_back(prefix() + "kept " + std::string(var) + "=\"" + std::string(*lit) +
                             "\" from the Pod spec, but this slice needs \"" + value +
@@ -72,26 +86,28 @@ class ContainerEnv {
       }
       return;
     }
-    set_env(c_, var, {{"value", value}});
+    set(var, value, false);
   }
 
   // Sets `var`, replacing a present literal for which `replace` holds.
   template <class Pred>
   void set_replacing(std::string_view var, const std::string& value, Pred replace) {
-    std::optional<EnvRef> e = find_env(c_, var);
-    if (e) {
-      std::optional<std::string_view> lit = literal_value(*e->entry);
+    if (changed(var) == nullptr) {
+      std::optional<EnvRef> e = find_env(c_, var);
+      std::optional<std::string_view> lit = e ? literal_value(*e->entry) : std::nullopt;
       if (lit && *lit != value && replace(*lit)) {
-        replace_env_value(c_, e->index, value);
+        changes_.env.push_back(
+            {EnvChange::Kind::kReplaceValue, e->index, std::string(var), value, false});
         return;
       }
     }
     keep_or_set(var, value);
   }
 
-  void set_value_from(std::string_view var, json value_from) {
+  // Sets `var` to valueFrom status.hostIP unless present.
+  void set_host_ip(std::string_view var) {
     if (!present(var)) {
-      set_env(c_, var, {{"valueFrom", std::move(value_from)}});
+      set(var, std::string(), true);
     }
   }
 
@@ -99,8 +115,25 @@ class ContainerEnv {
   std::vector<std::string>& warnings() { return warnings_; }
 
  private:
-  json& c_;
+  // set_env's rule: a not-present entry of that name is filled in place, else one is appended.
+  void set(std::string_view var, std::string value, bool host_ip) {
+    std::optional<EnvRef> e = find_env(c_, var);
+    bool fill = e && !is_present(*e->entry) && changed(var) == nullptr;
+    changes_.env.push_back({fill ? EnvChange::Kind::kFill : EnvChange::Kind::kAppend,
+                            fill ? e->index : 0, std::string(var), std::move(value), host_ip});
+  }
+  const EnvChange* changed(std::string_view var) const {
+    for (auto it = changes_.env.rbegin(); it != changes_.env.rend(); ++it) {
+      if (it->name == var) {
+        return &*it;
+      }
+    }
+    return nullptr;
+  }
+
+  const json& c_;
   std::string_view name_;
+  ContainerChanges& changes_;
   std::vector<std::string>& warnings_;
 };
 
@@ -136,12 +169,10 @@ std::string slicebuilder_for(ContainerEnv& env, const topology::Slice& slice,
   return topology::address_list(entries, ports, plan.ports.tpu_process_base);
 }
 
-void mutate_env(json& container, const TpuContainer& tpu, int k, const PodView& view,
-                const MutationPlan& plan, const SliceValues& values,
-                std::vector<std::string>& warnings) {
+void plan_env(ContainerEnv& env, int k, const PodView& view, const MutationPlan& plan,
+              const SliceValues& values, std::vector<std::string>& warnings) {
   const topology::Slice& slice = *plan.slice;
   const topology::Ports& ports = plan.ports;
-  ContainerEnv env(container, tpu.name, warnings);
   int tpu_containers = static_cast<int>(view.tpu_containers().size());
   // M5.1 multi-slice.
   if (env.present(keys::kMegascaleNumSlices)) {
@@ -181,20 +212,212 @@ void mutate_env(json& container, const TpuContainer& tpu, int k, const PodView& 
   env.set_replacing(keys::kWorkerId, id_text, [](std::string_view) { return true; });
   // M5.5, M5.6.
   env.keep_or_set(keys::kTpuName, values.tpu_name);
-  env.set_value_from(keys::kDevicePluginHostIp,
-                     {{"fieldRef", {{"apiVersion", "v1"}, {"fieldPath", "status.hostIP"}}}});
+  env.set_host_ip(keys::kDevicePluginHostIp);
   env.keep_or_set(keys::kDevicePluginAddr, "$(" + std::string(keys::kDevicePluginHostIp) +
                                                "):" + std::to_string(ports.device_plugin));
 }
 
-void set_spec_string(json& spec, std::string_view key, const std::string& value,
-                     std::vector<std::string>& warnings) {
-  std::optional<std::string_view> old = string_member(&spec, key);
-  if (old && !old->empty() && *old != value) {
+// spec.hostname or spec.subdomain: set to `value`, with a warning when it replaces another
+// non-empty one; nullopt when it already is `value`.
+std::optional<std::string> spec_string(const json* spec, std::string_view key, std::string value,
+                                       std::vector<std::string>& warnings) {
+  std::optional<std::string_view> old = string_member(spec, key);
+  if (old && *old == value) {
+    return std::nullopt;
+  }
+  if (old && !old->empty()) {
     warnings.push_back("replaced spec." + std::string(key) + " \"" + std::string(*old) +
                        "\" with \"" + value + "\" so the slice's peers can resolve this Pod");
   }
-  spec[std::string(key)] = value;
+  return value;
+}
+
+// The valueFrom of M5.6, as JSON text.
+constexpr std::string_view kHostIpValueFrom =
+    R"({"fieldRef":{"apiVersion":"v1","fieldPath":"status.hostIP"}})";
+
+// The entry fields a change sets: {"value": v} or {"valueFrom": {...}}.
+json env_fields(const EnvChange& c) {
+  return c.host_ip ? json{{"valueFrom", json::parse(kHostIpValueFrom)}} : json{{"value", c.value}};
+}
+
+// {"name":N,"value":V} or {"name":N,"valueFrom":{...}}.
+void append_env_entry(std::string& out, const EnvChange& c) {
+  out += R"({"name":)";
+  webhook::append_json_string(out, c.name);
+  if (c.host_ip) {
+    out += R"(,"valueFrom":)";
+    out += kHostIpValueFrom;
+  } else {
+    out += R"(,"value":)";
+    webhook::append_json_string(out, c.value);
+  }
+  out.push_back('}');
+}
+
+std::string json_string(std::string_view s) {
+  std::string out;
+  webhook::append_json_string(out, s);
+  return out;
+}
+
+// The patch of a key that the mutation sets, in one of the three ways json::diff treats it.
+enum class Presence { kAbsent, kNull, kPresent };
+Presence presence_of(const json* parent, std::string_view key) {
+  const json* v = member(parent, key);
+  return v == nullptr ? Presence::kAbsent : v->is_null() ? Presence::kNull : Presence::kPresent;
+}
+
+// {"requiredDuringSchedulingIgnoredDuringExecution":[terms of `kind`]}, or the array alone.
+void append_terms(std::string& out, const Mutation& m, std::string_view kind, bool wrap) {
+  if (wrap) {
+    out += R"({"requiredDuringSchedulingIgnoredDuringExecution":)";
+  }
+  out.push_back('[');
+  bool first = true;
+  for (AffinityTerm t : m.affinity_terms) {
+    if (affinity_kind(t) == kind) {
+      if (!first) {
+        out.push_back(',');
+      }
+      first = false;
+      append_affinity_term(out, m.match, t);
+    }
+  }
+  out.push_back(']');
+  if (wrap) {
+    out.push_back('}');
+  }
+}
+
+bool has_kind(const Mutation& m, std::string_view kind) {
+  for (AffinityTerm t : m.affinity_terms) {
+    if (affinity_kind(t) == kind) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// spec.affinity's operations, `affinity` being the Pod's (present, not null).
+void write_affinity(const json& affinity, const Mutation& m, PatchText& out) {
+  static constexpr std::string_view kKinds[] = {"podAffinity", "podAntiAffinity"};
+  std::string path;
+  for (bool present_pass : {true, false}) {  // json::diff: keys in both first, then new ones
+    for (std::string_view kind : kKinds) {
+      Presence slot = presence_of(&affinity, kind);
+      if (!has_kind(m, kind) || (slot != Presence::kAbsent) != present_pass) {
+        continue;
+      }
+      path = "/spec/affinity/";
+      path += kind;
+      if (slot == Presence::kPresent) {
+        const json& a = affinity[std::string(kind)];
+        Presence terms = presence_of(&a, "requiredDuringSchedulingIgnoredDuringExecution");
+        path += "/requiredDuringSchedulingIgnoredDuringExecution";
+        if (terms == Presence::kPresent) {
+          path += "/-";
+          for (AffinityTerm t : m.affinity_terms) {
+            if (affinity_kind(t) == kind) {
+              append_affinity_term(out.begin_value("add", path), m.match, t);
+              out.end_value();
+            }
+          }
+        } else {
+          append_terms(out.begin_value(terms == Presence::kNull ? "replace" : "add", path), m, kind,
+                       false);
+          out.end_value();
+        }
+      } else {
+        append_terms(out.begin_value(slot == Presence::kNull ? "replace" : "add", path), m, kind,
+                     true);
+        out.end_value();
+      }
+    }
+  }
+}
+
+// The whole spec.affinity the mutation creates.
+void append_affinity(std::string& out, const Mutation& m) {
+  out.push_back('{');
+  bool first = true;
+  for (std::string_view kind : {"podAffinity", "podAntiAffinity"}) {
+    if (has_kind(m, kind)) {
+      if (!first) {
+        out.push_back(',');
+      }
+      first = false;
+      webhook::append_json_string(out, kind);
+      out.push_back(':');
+      append_terms(out, m, kind, true);
+    }
+  }
+  out.push_back('}');
+}
+
+// One container's env operations, `container` being the Pod's.
+void write_env(const json& container, const ContainerChanges& c, PatchText& out) {
+  std::string path = "/spec/containers/" + std::to_string(c.index) + "/env";
+  Presence slot = presence_of(&container, "env");
+  if (slot != Presence::kPresent) {  // only appends: the list is created whole
+    std::string& text = out.begin_value(slot == Presence::kNull ? "replace" : "add", path);
+    text.push_back('[');
+    for (std::size_t i = 0; i < c.env.size(); ++i) {
+      if (i > 0) {
+        text.push_back(',');
+      }
+      append_env_entry(text, c.env[i]);
+    }
+    text.push_back(']');
+    out.end_value();
+    return;
+  }
+  const json& env = container["env"];
+  // Changes in place first, by position (json::diff walks the list in order), then appends.
+  std::vector<const EnvChange*> in_place;
+  for (const EnvChange& e : c.env) {
+    if (e.kind != EnvChange::Kind::kAppend) {
+      in_place.push_back(&e);
+    }
+  }
+  std::sort(in_place.begin(), in_place.end(),
+            [](const EnvChange* a, const EnvChange* b) { return a->index < b->index; });
+  const std::size_t base = path.size();
+  for (const EnvChange* e : in_place) {
+    path += '/';
+    path += std::to_string(e->index);
+    const json& entry = env[e->index];
+    if (e->kind == EnvChange::Kind::kReplaceValue) {
+      path += "/value";
+      out.replace(path, json_string(e->value));
+    } else {  // a fill: whatever the entry had besides its name may go, so diff it
+      json filled = entry;
+      filled.erase("value");
+      filled.erase("valueFrom");
+      json fields = env_fields(*e);
+      for (auto& [key, value] : fields.items()) {
+        filled[key] = value;
+      }
+      write_diff(entry, filled, path, out);
+    }
+    path.resize(base);
+  }
+  path += "/-";
+  for (const EnvChange& e : c.env) {
+    if (e.kind == EnvChange::Kind::kAppend) {
+      append_env_entry(out.begin_value("add", path), e);
+      out.end_value();
+    }
+  }
+}
+
+// {"labels":{"replicaIndex":V}} or {"replicaIndex":V}.
+void append_labels(std::string& out, const std::string& value, bool wrap) {
+  out += wrap ? R"({"labels":{)" : "{";
+  webhook::append_json_string(out, keys::kLegacyReplicaLabel);
+  out.push_back(':');
+  webhook::append_json_string(out, value);
+  out += wrap ? "}}" : "}";
 }
 
 }  // namespace
@@ -244,40 +467,135 @@ bool needs_pod_dns(const PodView& pod, const topology::Slice& slice) {
   return false;
 }
 
-std::vector<std::string> mutate(json& pod, const PodView& view, const MutationPlan& plan) {
-  std::vector<std::string> warnings;
+Mutation plan_mutation(const PodView& view, const MutationPlan& plan) {
+  Mutation m;
   const topology::Slice& slice = *plan.slice;
   std::string group(view.label(keys::kGroupLabel).value_or(""));
   std::string cluster(view.label(keys::kClusterLabel).value_or(""));
   std::string replica_value = group + "-" + std::to_string(plan.slot.replica);
 
-  if (plan.add_replica_label) {
-    json& labels = object_member(object_member(pod, "metadata"), "labels");
-    labels[std::string(keys::kLegacyReplicaLabel)] = replica_value;
+  if (plan.add_replica_label && view.label(keys::kLegacyReplicaLabel) != replica_value) {
+    m.replica_label = replica_value;
   }
-  json& spec = object_member(pod, "spec");
+  const json* spec = member(view.pod(), "spec");
   if (needs_pod_dns(view, slice)) {
-    set_spec_string(spec, "hostname", topology::host_name(group, plan.slot.replica, plan.slot.host),
-                    warnings);
-    set_spec_string(spec, "subdomain", plan.svc, warnings);
+    m.hostname = spec_string(spec, "hostname",
+                             topology::host_name(group, plan.slot.replica, plan.slot.host),
+                             m.warnings);
+    m.subdomain = spec_string(spec, "subdomain", plan.svc, m.warnings);
   }
   if (slice.multi_host()) {
-    AffinityMatch match{std::string(keys::kLegacyReplicaLabel), replica_value, cluster,
-                        plan.topology_key};
+    m.match = AffinityMatch{std::string(keys::kLegacyReplicaLabel), replica_value, cluster,
+                            plan.topology_key};
     auto replica_name = view.label(keys::kReplicaNameLabel);
     if (replica_name && view.label(keys::kHostIndexLabel)) {
-      match.key = keys::kReplicaNameLabel;
-      match.value = *replica_name;
+      m.match.key = keys::kReplicaNameLabel;
+      m.match.value = *replica_name;
     }
-    merge_affinity(pod, match);
+    m.affinity_terms = missing_affinity_terms(member(spec, "affinity"), m.match);
   }
   SliceValues values = compute_values(view, plan, group);
-  json& containers = spec["containers"];
   int k = 0;
   for (const TpuContainer& t : view.tpu_containers()) {
-    mutate_env(containers[static_cast<std::size_t>(t.index)], t, k++, view, plan, values, warnings);
+    ContainerChanges changes{t.index, {}};
+    ContainerEnv env(view.container(t.index), t.name, changes, m.warnings);
+    plan_env(env, k++, view, plan, values, m.warnings);
+    if (!changes.env.empty()) {
+      m.containers.push_back(std::move(changes));
+    }
   }
-  return warnings;
+  return m;
+}
+
+void apply_mutation(json& pod, const Mutation& m) {
+  if (m.replica_label) {
+    json& labels = object_member(object_member(pod, "metadata"), "labels");
+    labels[std::string(keys::kLegacyReplicaLabel)] = *m.replica_label;
+  }
+  if (m.hostname || m.subdomain) {
+    json& spec = object_member(pod, "spec");
+    for (auto [key, value] : {std::pair{"hostname", &m.hostname}, {"subdomain", &m.subdomain}}) {
+      if (*value) {
+        spec[key] = **value;
+      }
+    }
+  }
+  add_affinity_terms(pod, m.match, m.affinity_terms);
+  for (const ContainerChanges& c : m.containers) {
+    json& container = object_member(pod, "spec")["containers"][static_cast<std::size_t>(c.index)];
+    for (const EnvChange& e : c.env) {
+      if (e.kind == EnvChange::Kind::kReplaceValue) {
+        replace_env_value(container, e.index, e.value);
+      } else {
+        set_env(container, e.name, env_fields(e));
+      }
+    }
+  }
+}
+
+void write_patch(const PodView& view, const Mutation& m, std::string& out) {
+  PatchText patch(out);
+  const json& pod = view.pod();
+  // json::diff's order: at each level the keys the Pod has, sorted (metadata < spec), then the
+  // keys it lacks.
+  Presence metadata = presence_of(&pod, "metadata");
+  if (m.replica_label && metadata == Presence::kNull) {
+    append_labels(patch.begin_value("replace", "/metadata"), *m.replica_label, true);
+    patch.end_value();
+  } else if (m.replica_label && metadata == Presence::kPresent) {
+    const json* labels = member(pod, "metadata", "labels");
+    if (labels != nullptr && !labels->is_null()) {
+      std::string path = "/metadata/labels";
+      append_pointer_token(path, keys::kLegacyReplicaLabel);
+      bool has = labels->contains(keys::kLegacyReplicaLabel);
+      patch.begin_value(has ? "replace" : "add", path);
+      webhook::append_json_string(out, *m.replica_label);
+      patch.end_value();
+    } else {
+      append_labels(patch.begin_value(labels != nullptr ? "replace" : "add", "/metadata/labels"),
+                    *m.replica_label, false);
+      patch.end_value();
+    }
+  }
+  const json* spec = member(pod, "spec");
+  bool affinity = !m.affinity_terms.empty();
+  Presence affinity_slot = presence_of(spec, "affinity");
+  if (affinity && affinity_slot == Presence::kPresent) {
+    write_affinity((*spec)["affinity"], m, patch);
+  } else if (affinity && affinity_slot == Presence::kNull) {
+    append_affinity(patch.begin_value("replace", "/spec/affinity"), m);
+    patch.end_value();
+  }
+  for (const ContainerChanges& c : m.containers) {
+    write_env(view.container(c.index), c, patch);
+  }
+  const std::pair<std::string_view, const std::optional<std::string>*> strings[] = {
+      {"hostname", &m.hostname}, {"subdomain", &m.subdomain}};
+  for (const auto& [key, value] : strings) {
+    if (*value && presence_of(spec, key) != Presence::kAbsent) {
+      patch.replace("/spec/" + std::string(key), json_string(**value));
+    }
+  }
+  if (affinity && affinity_slot == Presence::kAbsent) {
+    append_affinity(patch.begin_value("add", "/spec/affinity"), m);
+    patch.end_value();
+  }
+  for (const auto& [key, value] : strings) {
+    if (*value && presence_of(spec, key) == Presence::kAbsent) {
+      patch.add("/spec/" + std::string(key), json_string(**value));
+    }
+  }
+  if (m.replica_label && metadata == Presence::kAbsent) {
+    append_labels(patch.begin_value("add", "/metadata"), *m.replica_label, true);
+    patch.end_value();
+  }
+  patch.finish();
+}
+
+std::vector<std::string> mutate(json& pod, const PodView& view, const MutationPlan& plan) {
+  Mutation m = plan_mutation(view, plan);
+  apply_mutation(pod, m);
+  return std::move(m.warnings);
 }
 
 }  // namespace podpatch

@@ -1,16 +1,21 @@
 #pragma once
-// The Pod mutation: docs/spec.md M3's label, M4's Pod spec and M5's env, applied to a copy of the
-// raw Pod. The caller diffs the copy against the original to get the JSON Patch (M6).
+// The Pod mutation: docs/spec.md M3's label, M4's Pod spec and M5's env. It is decided once, from
+// the original Pod, as a list of changes (plan_mutation); the changes are then written straight
+// as the JSON Patch text (write_patch, what the server answers), or applied to a copy of the Pod
+// (apply_mutation, what webhook-dryrun prints and the reference the patch is checked against: M6).
 //
-//   json before = podpatch::mutable_parts(view.pod());
-//   json after = before;
-//   std::vector<std::string> warnings = podpatch::mutate(after, view, plan);
-//   json patch = json::diff(before, after);   // == json::diff(pod, whole mutated pod)
+//   podpatch::Mutation m = podpatch::plan_mutation(view, plan);
+//   std::string patch;
+//   podpatch::write_patch(view, m, patch);       // [{"op":"add",...},...]
+//   json after = view.pod();
+//   podpatch::apply_mutation(after, m);                // json::diff(view.pod(), after) == patch
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "base/json/access.h"
+#include "podpatch/affinity.h"
 #include "podpatch/pod_view.h"
 #include "podpatch/sources.h"
 #include "topology/addresses.h"
@@ -27,6 +32,49 @@ struct MutationPlan {
   bool add_replica_label = false;  // M3: add replicaIndex=<group>-<replica>
 };
 
+// One change to a TPU container's env, decided on the original Pod (docs/spec.md M5).
+struct EnvChange {
+  enum class Kind {
+    kAppend,        // a new entry at the end of the list (created when missing or null)
+    kFill,          // the not-present entry at `index` gets the value (docs/spec.md Terms)
+    kReplaceValue,  // the literal value of the entry at `index` is replaced
+  };
+  Kind kind = Kind::kAppend;
+  std::size_t index = 0;  // kFill, kReplaceValue
+  std::string name;
+  std::string value;     // the literal value, unless host_ip
+  bool host_ip = false;  // valueFrom fieldRef status.hostIP instead of a value (M5.6)
+};
+
+struct ContainerChanges {
+  int index = 0;  // in spec.containers
+  std::vector<EnvChange> env;
+};
+
+// Everything the mutation changes, and the M7 warnings about user values it kept or replaced.
+struct Mutation {
+  std::optional<std::string> replica_label;  // metadata.labels.replicaIndex (M3), when it changes
+  std::optional<std::string> hostname;       // spec.hostname (M4), when it changes
+  std::optional<std::string> subdomain;      // spec.subdomain (M4), when it changes
+  AffinityMatch match;                       // M4, for the terms below
+  std::vector<AffinityTerm> affinity_terms;  // the terms spec.affinity does not have yet
+  std::vector<ContainerChanges> containers;  // in spec.containers order, only those that change
+  std::vector<std::string> warnings;
+};
+
+// Decides the mutation from the original Pod. Cannot fail: everything it relies on was checked
+// by PodView::create and Slice::create.
+Mutation plan_mutation(const PodView& view, const MutationPlan& plan);
+
+// Applies `m` to `pod`: a copy of the Pod m was planned on, or mutable_parts() of it.
+void apply_mutation(json& pod, const Mutation& m);
+
+// Appends the RFC 6902 patch of `m` against view.pod() to `out`, as JSON text: "[]" when `m`
+// changes nothing, else exactly the operations json::diff(view.pod(), apply_mutation'd copy) gives, in
+// its order, and the bytes webhook::dump_json writes for them (test/unit/podpatch and
+// test/unit/admission check it on every fixture and on the corpus of odd Pods).
+void write_patch(const PodView& view, const Mutation& m, std::string& out);
+
 // The parts of a Pod that mutate() may change, at their own paths: metadata.labels,
 // spec.hostname, spec.subdomain, spec.affinity and each container's env (other container fields
 // left out), each only where the Pod has it. mutate() works on these parts as on the whole Pod,
@@ -38,10 +86,9 @@ json mutable_parts(const json& pod);
 // single-host Pod with MEGASCALE_NUM_SLICES in a TPU container (so the coordinator resolves).
 bool needs_pod_dns(const PodView& pod, const topology::Slice& slice);
 
-// Mutates `pod`, a copy of view.pod() or mutable_parts(view.pod()) (the view reads the
-// original). Cannot fail: everything it relies on was checked by PodView::create and
-// Slice::create. Returns the M7 warnings about user values kept or replaced, each naming the
-// container and variable.
+// apply_mutation(pod, plan_mutation(view, plan)) for `pod`, a copy of view.pod() or
+// mutable_parts(view.pod()) (the view reads the original). Returns the M7 warnings, each naming
+// the container and variable.
 std::vector<std::string> mutate(json& pod, const PodView& view, const MutationPlan& plan);
 
 }  // namespace podpatch

@@ -2,12 +2,24 @@
 
 #include <string>
 
+#include "base/json/access.h"
+#include "base/json/write.h"
+
 namespace podpatch {
 namespace {
 
-void append_escaped(std::string& path, const std::string& key) {
+bool is_container(const json& v) { return v.is_object() || v.is_array(); }
+
+void append_value(PatchText& out, std::string_view op, const std::string& path, const json& v) {
+  out.begin_value(op, path) += webhook::dump_json(v);
+  out.end_value();
+}
+
+}  // namespace
+
+void append_pointer_token(std::string& path, std::string_view token) {
   path.push_back('/');
-  for (char c : key) {
+  for (char c : token) {
     if (c == '~') {
       path += "~0";
     } else if (c == '/') {
@@ -18,23 +30,38 @@ void append_escaped(std::string& path, const std::string& key) {
   }
 }
 
-json op(const char* name, const std::string& path) {
-  json o = json::object();
-  o["op"] = name;
-  o["path"] = path;
-  return o;
+void PatchText::head(std::string_view name, std::string_view path) {
+  if (count_++ > 0) {
+    out_.push_back(',');
+  }
+  out_ += R"({"op":")";
+  out_ += name;
+  out_ += R"(","path":)";
+  webhook::append_json_string(out_, path);
 }
 
-bool is_container(const json& v) { return v.is_object() || v.is_array(); }
+void PatchText::op(std::string_view name, std::string_view path, std::string_view value) {
+  head(name, path);
+  out_ += R"(,"value":)";
+  out_ += value;
+  out_.push_back('}');
+}
 
-// Appends to `out` the operations turning `source` into `target` at `path`; `path` is restored
-// before returning.
-void diff_into(const json& source, const json& target, std::string& path, json& out) {
+void PatchText::remove(std::string_view path) {
+  head("remove", path);
+  out_.push_back('}');
+}
+
+std::string& PatchText::begin_value(std::string_view op, std::string_view path) {
+  head(op, path);
+  out_ += R"(,"value":)";
+  return out_;
+}
+
+void write_diff(const json& source, const json& target, std::string& path, PatchText& out) {
   if (!is_container(source) || !is_container(target) || source.type() != target.type()) {
     if (source != target) {  // json's == also equates 1 and 1.0, as nlohmann's diff does
-      json o = op("replace", path);
-      o["value"] = target;
-      out.push_back(std::move(o));
+      append_value(out, "replace", path, target);
     }
     return;
   }
@@ -44,51 +71,48 @@ void diff_into(const json& source, const json& target, std::string& path, json& 
     for (; i < source.size() && i < target.size(); ++i) {
       path += '/';
       path += std::to_string(i);
-      diff_into(source[i], target[i], path, out);
+      write_diff(source[i], target[i], path, out);
       path.resize(base);
     }
     for (std::size_t k = source.size(); k > i; --k) {  // removes, last element first
       path += '/';
       path += std::to_string(k - 1);
-      out.push_back(op("remove", path));
+      out.remove(path);
       path.resize(base);
     }
+    path += "/-";
     for (; i < target.size(); ++i) {
-      json o = op("add", path + "/-");
-      o["value"] = target[i];
-      out.push_back(std::move(o));
+      append_value(out, "add", path, target[i]);
     }
+    path.resize(base);
     return;
   }
   for (auto it = source.cbegin(); it != source.cend(); ++it) {
-    append_escaped(path, it.key());
+    append_pointer_token(path, it.key());
     auto t = target.find(it.key());
     if (t != target.end()) {
-      diff_into(it.value(), *t, path, out);
+      write_diff(it.value(), *t, path, out);
     } else {
-      out.push_back(op("remove", path));
+      out.remove(path);
     }
     path.resize(base);
   }
   for (auto it = target.cbegin(); it != target.cend(); ++it) {
     if (!source.contains(it.key())) {
-      append_escaped(path, it.key());
-      json o = op("add", path);
-      o["value"] = it.value();
-      out.push_back(std::move(o));
+      append_pointer_token(path, it.key());
+      append_value(out, "add", path, it.value());
       path.resize(base);
     }
   }
 }
 
-}  // namespace
-
 json diff(const json& source, const json& target) {
-  json out = json::array();
+  std::string text;
+  PatchText out(text);
   std::string path;
-  path.reserve(128);
-  diff_into(source, target, path, out);
-  return out;
+  write_diff(source, target, path, out);
+  out.finish();
+  return json::parse(text);
 }
 
 }  // namespace podpatch

@@ -18,7 +18,7 @@ std::string_view outcome_of(const admission::Response& r) {
   if (!r.allowed) {
     return "denied";
   }
-  return r.patch.is_array() && !r.patch.empty() ? "patched" : "allowed";
+  return admission::has_patch(r) ? "patched" : "allowed";
 }
 
 }  // namespace
@@ -195,9 +195,8 @@ void AdmissionService::record(Webhook webhook, const Exchange& x,
       log_.debug(2, "admission warning", {{"uid", response.uid}, {"warning", w}});
     }
   }
-  if (log_.enabled(3) && response.patch.is_array() && !response.patch.empty()) {
-    log_.debug(3, "admission patch",
-               {{"uid", response.uid}, {"patch", webhook::dump_json(response.patch)}});
+  if (log_.enabled(3) && admission::has_patch(response)) {
+    log_.debug(3, "admission patch", {{"uid", response.uid}, {"patch", response.patch}});
   }
 }
 

@@ -4,12 +4,18 @@
 
 namespace webhook {
 
-std::string base64_encode(std::string_view bytes) {
-  std::string out(4 * ((bytes.size() + 2) / 3), '\0');
-  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+void append_base64(std::string& out, std::string_view bytes) {
+  std::size_t start = out.size();
+  out.resize(start + 4 * ((bytes.size() + 2) / 3));
+  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data() + start),
                           reinterpret_cast<const unsigned char*>(bytes.data()),
                           static_cast<int>(bytes.size()));
-  out.resize(static_cast<std::size_t>(n));
+  out.resize(start + static_cast<std::size_t>(n));
+}
+
+std::string base64_encode(std::string_view bytes) {
+  std::string out;
+  append_base64(out, bytes);
   return out;
 }
 

@@ -8,6 +8,8 @@
 namespace webhook {
 
 std::string base64_encode(std::string_view bytes);
+// Appends the encoding of `bytes` to `out` (no copy in between).
+void append_base64(std::string& out, std::string_view bytes);
 
 // nullopt when `text` is not valid padded base64.
 std::optional<std::string> base64_decode(std::string_view text);

@@ -233,13 +233,13 @@ TEST_CASE("encode echoes the uid and sets patchType only with a non-empty patch 
     CHECK(out["response"] == json({{"uid", "u-2"}, {"allowed", true}}));
   }
   SECTION("an empty patch is no patch") {
-    json out = json::parse(admission::encode(admission::patched("u-3", json::array())));
+    json out = json::parse(admission::encode(admission::patched("u-3", "[]")));
     CHECK_FALSE(out["response"].contains("patchType"));
     CHECK_FALSE(out["response"].contains("patch"));
   }
   SECTION("patched: base64 of the JSON Patch, patchType JSONPatch") {
     json patch = json::array({{{"op", "add"}, {"path", "/spec/hostname"}, {"value", "g-0-1"}}});
-    json out = json::parse(admission::encode(admission::patched("u-4", patch)));
+    json out = json::parse(admission::encode(admission::patched("u-4", patch.dump())));
     CHECK(out["response"]["uid"] == "u-4");
     CHECK(out["response"]["patchType"] == "JSONPatch");
     std::optional<std::string> raw =
@@ -268,7 +268,8 @@ TEST_CASE("dump_json never throws on invalid UTF-8", "[admission][envelope]") {
 
 TEST_CASE("encode writes the same JSON as to_json on every path", "[admission][envelope]") {
   admission::Response patched = admission::patched(
-      "u\"quote", json::array({{{"op", "add"}, {"path", "/spec/hostname"}, {"value", "g-0-1"}}}));
+      "u\"quote",
+      json::array({{{"op", "add"}, {"path", "/spec/hostname"}, {"value", "g-0-1"}}}).dump());
   patched.warnings = {"first \"warning\"", "second\nline"};
   admission::Response denied = admission::denied(
       "u-6", webhook::invalid_argument("bad \\ value \"4x\"\t").with_reason("invalid_topology"));

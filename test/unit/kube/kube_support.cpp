@@ -83,10 +83,10 @@ json apply_patch(const json& pod, const admission::Response& response) {
   if (!response.allowed) {
     throw std::runtime_error("denied: " + response.message);
   }
-  if (response.patch.is_null() || response.patch.empty()) {
+  if (!admission::has_patch(response)) {
     return pod;
   }
-  return pod.patch(response.patch);
+  return pod.patch(admission::patch_ops(response));
 }
 
 TempDir::TempDir() {

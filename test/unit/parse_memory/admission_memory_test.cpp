@@ -87,7 +87,7 @@ Admission admit(const admission::Handler& handler, Hook hook, const std::string&
     std::string out = admission::encode(response);
     a.accepted = static_cast<bool>(request);
     a.allowed = response.allowed;
-    a.patched = response.patch.is_array() && !response.patch.empty();
+    a.patched = admission::has_patch(response);
     a.reason = response.reason;
     a.message.assign(response.message, 0, kMessageChars - 1);
     a.encoded = out.size();

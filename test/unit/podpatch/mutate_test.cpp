@@ -126,6 +126,11 @@ Outcome run(const std::string& name, const json& pod, const Options& o = {}) {
   out.mutated = out.original;
   out.warnings = podpatch::mutate(out.mutated, *view, plan);
   out.patch = json::diff(out.original, out.mutated);
+  // M6: the server writes the patch straight from the changes, without the mutated copy: the
+  // same operations as nlohmann's diff, byte for byte.
+  std::string text;
+  podpatch::write_patch(*view, podpatch::plan_mutation(*view, plan), text);
+  CHECK(text == webhook::dump_json(out.patch));
   // M6: the patch turns the Pod the API server sent into the mutated one ...
   CHECK(out.original.patch(out.patch) == out.mutated);
   testing::record_patch("unit-mutate-" + name, out.original, out.patch);

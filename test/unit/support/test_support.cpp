@@ -126,7 +126,7 @@ json readable(const admission::Response& response) {
 }
 
 json apply(const json& original, const admission::Response& response) {
-  return response.patch.is_array() ? original.patch(response.patch) : original;
+  return admission::has_patch(response) ? original.patch(admission::patch_ops(response)) : original;
 }
 
 std::string env_of(const json& pod, const std::string& name, std::size_t index) {
