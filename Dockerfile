@@ -31,6 +31,7 @@ RUN apt-get update \
         libfmt9 \
         libgcc-s1 \
         libjemalloc2 \
+        libsimdjson14 \
         libspdlog1.10 \
         libssl3 \
         libstdc++6 \

@@ -1,6 +1,8 @@
 // libFuzzer target (a): bytes -> admission::decode -> Handler (/mutate and /validate) -> encode.
 // Properties checked on every input: no crash, no sanitizer report, the uid is echoed, the output
-// is valid JSON, and an allowed patch applies to the object it came from.
+// is valid JSON, an allowed patch applies to the object it came from, and /mutate's fast path
+// (decode_for_mutation) answers exactly as decode does. Seeds: test/fixtures/admission and
+// fuzz/corpus/admission.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -23,6 +25,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     nlohmann::json parsed = nlohmann::json::parse(out);  // throws (and aborts) if invalid
     if (parsed["response"]["uid"] != uid) {
       __builtin_trap();
+    }
+    if (mutate) {
+      webhook::Result<admission::Request> fast = admission::decode_for_mutation(body);
+      admission::Response f = fast ? handler.mutate(*fast) : admission::denied(uid, fast.error());
+      if (admission::encode(f) != out) {
+        __builtin_trap();
+      }
     }
     if (req && r.allowed && admission::has_patch(r)) {
       (void)req->object.patch(admission::patch_ops(r));  // throws (and aborts) if the patch does not apply

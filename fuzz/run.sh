@@ -27,7 +27,8 @@ seed() {  # seed <target> <corpus dir>
     admission_fuzz)
       for f in test/fixtures/admission/*.json; do
         case $f in *.config.json) ;; *) cp "$f" "$dir/" ;; esac
-      done ;;
+      done
+      cp fuzz/corpus/admission/*.json "$dir/" ;;
     topology_fuzz)
       for t in tpu-v6e-slice:4x4 tpu7x:2x2x2 tpu-v4-podslice:2x2x4 tpu-v5p-slice:2x2x2 \
                tpu-v5-lite-podslice:2x4 tpu-v5-lite-device:1x1 unknown:4x; do

@@ -7,7 +7,7 @@ set -euo pipefail
 build_packages=(
   cmake g++ make pkg-config git ca-certificates
   libcpp-httplib-dev nlohmann-json3-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libssl-dev
-  zlib1g-dev libbrotli-dev libjemalloc-dev catch2
+  zlib1g-dev libbrotli-dev libjemalloc-dev libsimdjson-dev catch2
 )
 test_packages=(
   curl openssl python3 python3-yaml yamllint prometheus wrk nginx-light procps

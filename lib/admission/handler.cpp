@@ -4,6 +4,7 @@
 
 #include "base/json/access.h"
 #include "base/memory/reserve.h"
+#include "base/thread/blocking.h"
 #include "base/text/text.h"
 #include "podpatch/affinity.h"
 #include "podpatch/env.h"
@@ -220,6 +221,9 @@ webhook::Result<PodPlacement> Handler::choose_placement(const Request& req, cons
     out.placement = *own;
     return out;
   }
+  // Legacy placement may wait for the API server: the server's worker lets others answer the
+  // requests it took with this one meanwhile.
+  webhook::blocking::about_to_block();
   webhook::Result<podpatch::Slot> slot = pods_.place(podpatch::PlaceRequest{
       facts.key, facts.slice.hosts(), req.dry_run, view.display_name(), req.uid});
   if (!slot) {

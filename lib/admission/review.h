@@ -134,6 +134,21 @@ struct Request {
 // more than parse_memory_bound(body.size()) bytes to parse.
 webhook::Result<Request> decode(std::string_view body);
 
+// The largest body decode_for_mutation reads with simdjson; a larger one goes to decode(). Each
+// thread that decodes keeps a parser whose buffers grow to the largest body it read, about 14
+// bytes per body byte (under 1 MiB).
+inline constexpr std::size_t kFastDecodeMaxBytes = std::size_t{64} << 10;
+
+// decode() for POST /mutate, the server's hot path: the review is read with simdjson, and of
+// request.object only what the Handler reads of a Pod is built (metadata's name, generateName,
+// namespace, labels, annotations and deletionTimestamp; spec's nodeSelector, hostname,
+// subdomain, affinity and containers' name, resources and env), at their own paths, so the
+// Handler's answer is the same as for decode()'s whole object (test/unit/admission checks it on
+// every fixture and the odd-Pod corpus). request.oldObject is not read. Anything else (a body
+// that decode() refuses, one larger than kFastDecodeMaxBytes, JSON simdjson does not take)
+// is decode()'s, with its answers.
+webhook::Result<Request> decode_for_mutation(std::string_view body);
+
 // request.uid of an AdmissionReview read from the start of `text` without parsing the rest:
 // works on a body cut short, malformed or too large to parse, so that a refusal can still name
 // the request it answers. "" when none can be read, or when it is longer than kMaxUidBytes.

@@ -17,6 +17,7 @@
 #include <ctime>
 
 #include "base/memory/reserve.h"
+#include "base/thread/blocking.h"
 
 namespace server {
 namespace {
@@ -25,6 +26,7 @@ using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
 constexpr int kBacklog = 1024;
+constexpr int kEventsPerWait = 16;
 constexpr std::uint64_t kWakeId = 8;  // epoll ids: listeners 0..7, the wake fd, connections
 constexpr std::size_t kReadChunk = std::size_t{64} * 1024;
 constexpr std::size_t kPrefixBytes = std::size_t{64} * 1024;  // enough body to read a uid
@@ -168,6 +170,7 @@ struct HttpServer::Conn {
   const std::string remote;
   std::mutex mu;  // arming against the reaper and eviction taking the connection
   std::atomic<int> owner{kBusy};
+  std::uint32_t armed_events = EPOLLIN;  // under mu: what arm() last asked of epoll
   std::atomic<Phase> phase{Phase::kHandshake};
   std::atomic<std::int64_t> deadline_ns{0};
   std::atomic<std::int64_t> idle_since_ns{0};
@@ -314,20 +317,66 @@ void HttpServer::maybe_finish() {
   reaper_cv_.notify_all();
 }
 
+// The events a worker took from epoll in one wait, answered in turn.
+struct HttpServer::Worker {
+  HttpServer* server = nullptr;
+  epoll_event events[kEventsPerWait]{};
+  int next = 0;  // the first event not started
+  int count = 0;
+};
+
 void HttpServer::work() {
-  // One event per wait: a route may block (legacy placement writes to the API server), and an
-  // event taken from the set is this worker's alone, so a second one taken with it would wait
-  // behind the first while other workers sit idle.
+  // Several events per wait: at load a worker answers what is ready without sleeping in between.
+  // An event taken from the set is this worker's alone, so before a request may wait (legacy
+  // placement writes to the API server; a large answer waits for memory) the events not started
+  // are given back (webhook::blocking::about_to_block) for idle workers to take.
+  Worker w;
+  w.server = this;
+  webhook::blocking::ScopedHook hook(
+      [](void* context) {
+        auto* worker = static_cast<Worker*>(context);
+        worker->server->give_back(*worker);
+      },
+      &w);
   while (!finished_) {
-    epoll_event event{};
-    if (epoll_wait(epoll_fd_, &event, 1, -1) != 1) {
-      continue;
+    w.count = epoll_wait(epoll_fd_, w.events, kEventsPerWait, -1);
+    for (w.next = 0; w.next < w.count;) {
+      const epoll_event event = w.events[w.next++];
+      std::uint64_t id = event.data.u64;
+      if (id < kWakeId) {
+        accept_some();
+      } else if (id > kWakeId) {
+        on_event(id, event.events);
+      }
     }
-    std::uint64_t id = event.data.u64;
+  }
+}
+
+// Re-arms what the worker took but has not started: epoll reports each again, to any worker,
+// while it is still ready (a listener with connections to accept, a connection with bytes).
+void HttpServer::give_back(Worker& w) {
+  for (; w.next < w.count; ++w.next) {
+    std::uint64_t id = w.events[w.next].data.u64;
     if (id < kWakeId) {
-      accept_some();
+      std::lock_guard<std::mutex> lock(reaper_mu_);
+      if (!stopping_) {
+        epoll_event ev{};
+        ev.events = EPOLLIN | EPOLLONESHOT;
+        ev.data.u64 = id;
+        epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, listen_fds_[static_cast<std::size_t>(id)], &ev);
+      }
     } else if (id > kWakeId) {
-      on_event(id, event.events);
+      ConnPtr c = find(id);
+      if (!c) {
+        continue;
+      }
+      std::lock_guard<std::mutex> lock(c->mu);
+      if (c->owner == kArmed) {  // else the reaper took it meanwhile
+        epoll_event ev{};
+        ev.events = c->armed_events | EPOLLRDHUP | EPOLLONESHOT;
+        ev.data.u64 = c->id;
+        epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c->fd, &ev);
+      }
     }
   }
 }
@@ -444,6 +493,7 @@ bool HttpServer::take(Conn& c, bool from_reaper) {
 void HttpServer::arm(Conn& c, std::uint32_t events) {
   std::lock_guard<std::mutex> lock(c.mu);
   c.owner = kArmed;
+  c.armed_events = events;
   epoll_event ev{};
   ev.events = events | EPOLLRDHUP | EPOLLONESHOT;
   ev.data.u64 = c.id;
@@ -716,8 +766,14 @@ bool HttpServer::grow_grant(Conn& c, std::size_t bytes) {
     return true;
   }
   auto deadline = Clock::time_point(std::chrono::nanoseconds(c.deadline_ns.load()));
-  if (bytes > options_.budget->capacity() || !options_.budget->acquire_until(bytes, deadline)) {
+  if (bytes > options_.budget->capacity()) {
     return false;
+  }
+  if (!options_.budget->try_acquire(bytes)) {
+    webhook::blocking::about_to_block();  // the wait may be long: others take the rest
+    if (!options_.budget->acquire_until(bytes, deadline)) {
+      return false;
+    }
   }
   c.charged += bytes;
   return true;

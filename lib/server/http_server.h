@@ -128,7 +128,9 @@ class HttpServer {
   struct Conn;
   using ConnPtr = std::shared_ptr<Conn>;
 
+  struct Worker;
   void work();
+  void give_back(Worker& w);
   void reap();
   void accept_some();
   void admit(int fd, const std::string& remote);

@@ -15,6 +15,8 @@ namespace {
 
 constexpr std::size_t kFlushBytes = std::size_t{64} * 1024;
 constexpr auto kFlushInterval = std::chrono::milliseconds(200);
+// What may wait for the flusher before lines are dropped (and counted in a line of their own).
+constexpr std::size_t kMaxPendingBytes = std::size_t{8} << 20;
 
 // The bytes of the character starting at s[i]: a UTF-8 lead byte and the continuation bytes after
 // it (at most three), else the one byte.
@@ -109,10 +111,10 @@ void append_text_value(std::string& out, std::string_view s) {
   }
 }
 
-// Buffers formatted lines and writes them to a file descriptor in batches: when 64 KiB are
-// pending, on flush() (warnings and errors flush at once), and every 200 ms from its own thread.
-// The request path therefore formats and appends under a short lock, and never makes a syscall
-// for a log line.
+// Buffers formatted lines for its own thread to write: the request path formats a line and
+// appends it under a short lock, and never makes a syscall for it. The flusher writes what is
+// pending every 200 ms, or as soon as 64 KiB are, outside that lock; flush() (warnings and errors
+// flush at once, and the last lines at exit) writes under it.
 class BufferedFdSink final : public spdlog::sinks::base_sink<std::mutex> {
  public:
   explicit BufferedFdSink(int fd) : fd_(fd), flusher_([this] { run(); }) {}
@@ -130,16 +132,27 @@ class BufferedFdSink final : public spdlog::sinks::base_sink<std::mutex> {
   void sink_it_(const spdlog::details::log_msg& msg) override {
     spdlog::memory_buf_t formatted;
     formatter_->format(msg, formatted);
+    if (pending_.size() + formatted.size() > kMaxPendingBytes) {
+      ++dropped_;  // the flusher cannot keep up: drop rather than block the server
+      return;
+    }
     pending_.append(formatted.data(), formatted.size());
-    if (pending_.size() >= kFlushBytes) {
-      flush_();
+    if (pending_.size() >= kFlushBytes && !woken_) {
+      woken_ = true;
+      stop_cv_.notify_one();
     }
   }
 
   void flush_() override {
+    write_all(pending_);
+    pending_.clear();
+  }
+
+ private:
+  void write_all(const std::string& text) const {
     std::size_t off = 0;
-    while (off < pending_.size()) {
-      ssize_t n = ::write(fd_, pending_.data() + off, pending_.size() - off);
+    while (off < text.size()) {
+      ssize_t n = ::write(fd_, text.data() + off, text.size() - off);
       if (n < 0 && errno == EINTR) {
         continue;
       }
@@ -148,19 +161,33 @@ class BufferedFdSink final : public spdlog::sinks::base_sink<std::mutex> {
       }
       off += static_cast<std::size_t>(n);
     }
-    pending_.clear();
   }
 
- private:
   void run() {
+    std::string batch;
     std::unique_lock<std::mutex> lock(stop_mu_);
-    while (!stop_cv_.wait_for(lock, kFlushInterval, [this] { return stop_; })) {
-      flush();
+    while (!stop_) {
+      stop_cv_.wait_for(lock, kFlushInterval);
+      std::size_t dropped = 0;
+      {
+        std::lock_guard<std::mutex> lock_sink(mutex_);
+        batch.swap(pending_);
+        woken_ = false;
+        std::swap(dropped, dropped_);
+      }
+      if (dropped > 0) {
+        batch += "kuberay-tpu-webhook: " + std::to_string(dropped) +
+                 " log lines dropped: the log output did not keep up\n";
+      }
+      write_all(batch);
+      batch.clear();
     }
   }
 
   int fd_;
   std::string pending_;
+  bool woken_ = false;       // under mutex_: the flusher was told 64 KiB are pending
+  std::size_t dropped_ = 0;  // under mutex_
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;
   bool stop_ = false;

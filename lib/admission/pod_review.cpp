@@ -1,0 +1,214 @@
+// decode_for_mutation: the review read with simdjson, and only the Pod fields the Handler reads
+// built as json (docs/server.md "The request path").
+#include <simdjson.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string_view>
+
+#include "admission/review.h"
+#include "base/json/access.h"
+
+namespace admission {
+namespace {
+
+namespace dom = simdjson::dom;
+
+// Why the fast path gave up; the full decode then answers, with its own messages.
+struct Unusual {};
+
+// The value as nlohmann's parser builds it from the same text: non-negative integers unsigned,
+// negative ones signed, the rest double. A -0.0 could be "-0" (an integer to nlohmann) or
+// "-0.0", so it is left to the full decode.
+json to_json(dom::element e) {
+  switch (e.type()) {
+    case dom::element_type::OBJECT: {
+      json out = json::object();
+      for (dom::key_value_pair field : dom::object(e)) {
+        out[std::string(field.key)] = to_json(field.value);  // a repeated key: the last wins
+      }
+      return out;
+    }
+    case dom::element_type::ARRAY: {
+      json out = json::array();
+      dom::array list(e);
+      out.get_ref<json::array_t&>().reserve(list.size());
+      for (dom::element v : list) {
+        out.push_back(to_json(v));
+      }
+      return out;
+    }
+    case dom::element_type::STRING:
+      return std::string(std::string_view(e));
+    case dom::element_type::INT64: {
+      std::int64_t v = e.get_int64().value_unsafe();
+      return v < 0 ? json(v) : json(static_cast<std::uint64_t>(v));
+    }
+    case dom::element_type::UINT64:
+      return e.get_uint64().value_unsafe();
+    case dom::element_type::DOUBLE: {
+      double v = e.get_double().value_unsafe();
+      if (v == 0 && std::signbit(v)) {
+        throw Unusual{};
+      }
+      return v;
+    }
+    case dom::element_type::BOOL:
+      return e.get_bool().value_unsafe();
+    case dom::element_type::NULL_VALUE:
+      return nullptr;
+  }
+  throw Unusual{};
+}
+
+// The fields of an object kept whole, where the others are dropped; a value that is not an
+// object is kept whole (PodView names its type in the denial).
+template <class Keep>
+json kept_fields(dom::element e, Keep keep) {
+  if (!e.is_object()) {
+    return to_json(e);
+  }
+  json out = json::object();
+  for (dom::key_value_pair field : dom::object(e)) {
+    if (keep(field.key)) {
+      out[std::string(field.key)] = to_json(field.value);
+    }
+  }
+  return out;
+}
+
+bool one_of(std::string_view key, std::initializer_list<std::string_view> keys) {
+  for (std::string_view k : keys) {
+    if (key == k) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// What PodView, the Handler and the mutation read of a Pod: metadata's names, labels,
+// annotations and deletionTimestamp; spec's nodeSelector, hostname, subdomain, affinity and each
+// container's name, resources and env.
+json pod_fields(dom::element pod) {
+  if (!pod.is_object()) {
+    return to_json(pod);
+  }
+  json out = json::object();
+  for (dom::key_value_pair top : dom::object(pod)) {
+    if (top.key == "metadata") {
+      out["metadata"] = kept_fields(top.value, [](std::string_view k) {
+        return one_of(k, {"name", "generateName", "namespace", "labels", "annotations",
+                          "deletionTimestamp"});
+      });
+    } else if (top.key == "spec") {
+      if (!top.value.is_object()) {
+        out["spec"] = to_json(top.value);
+        continue;
+      }
+      json spec = json::object();
+      for (dom::key_value_pair field : dom::object(top.value)) {
+        if (field.key == "containers" && field.value.is_array()) {
+          json list = json::array();
+          for (dom::element c : dom::array(field.value)) {
+            list.push_back(kept_fields(c, [](std::string_view k) {
+              return one_of(k, {"name", "resources", "env"});
+            }));
+          }
+          spec["containers"] = std::move(list);
+        } else if (one_of(field.key,
+                          {"containers", "nodeSelector", "hostname", "subdomain", "affinity"})) {
+          spec[std::string(field.key)] = to_json(field.value);
+        }
+      }
+      out["spec"] = std::move(spec);
+    }
+  }
+  return out;
+}
+
+// The last member named `key` (nlohmann keeps the last of repeated keys), or nullptr.
+bool last_member(dom::element obj, std::string_view key, dom::element& out) {
+  bool found = false;
+  for (dom::key_value_pair field : dom::object(obj)) {
+    if (field.key == key) {
+      out = field.value;
+      found = true;
+    }
+  }
+  return found;
+}
+
+std::optional<std::string_view> string_field(dom::element obj, std::string_view key) {
+  dom::element v;
+  if (!obj.is_object() || !last_member(obj, key, v) || !v.is_string()) {
+    return std::nullopt;
+  }
+  return std::string_view(v);
+}
+
+// One parser per thread, kept between requests: its buffers grow to the largest body it parsed,
+// at most kFastDecodeMaxBytes.
+dom::parser& thread_parser() {
+  thread_local dom::parser parser(kFastDecodeMaxBytes);
+  return parser;
+}
+
+// The review when it is an ordinary one, else nullopt: decode() then answers.
+std::optional<Request> decode_fast(std::string_view body) {
+  if (body.empty() || body.size() > kFastDecodeMaxBytes) {
+    return std::nullopt;
+  }
+  JsonScan scan = scan_json(body);
+  if (scan.depth > kMaxJsonDepth || scan.parse_bytes > parse_memory_bound(body.size())) {
+    return std::nullopt;
+  }
+  dom::element review;
+  if (thread_parser().parse(body.data(), body.size(), true).get(review) != simdjson::SUCCESS ||
+      !review.is_object()) {
+    return std::nullopt;
+  }
+  dom::element request;
+  if (string_field(review, "apiVersion") != std::string_view("admission.k8s.io/v1") ||
+      string_field(review, "kind") != std::string_view("AdmissionReview") ||
+      !last_member(review, "request", request) || !request.is_object()) {
+    return std::nullopt;
+  }
+  Request r;
+  dom::element gvk;
+  std::optional<std::string_view> uid = string_field(request, "uid");
+  std::optional<std::string_view> operation = string_field(request, "operation");
+  if (!uid || uid->empty() || uid->size() > kMaxUidBytes || !operation ||
+      !last_member(request, "kind", gvk) || !string_field(gvk, "kind")) {
+    return std::nullopt;
+  }
+  r.uid = *uid;
+  r.operation = *operation;
+  r.kind = string_field(gvk, "kind").value_or("");
+  r.group = string_field(gvk, "group").value_or("");
+  r.version = string_field(gvk, "version").value_or("");
+  r.ns = string_field(request, "namespace").value_or("");
+  r.name = string_field(request, "name").value_or("");
+  dom::element v;
+  r.dry_run = last_member(request, "dryRun", v) && v.is_bool() && bool(v);
+  if (last_member(request, "object", v)) {
+    r.object = pod_fields(v);
+    const json* metadata = webhook::member(r.object, "metadata");
+    r.object_name = webhook::string_member(metadata, "name").value_or("");
+    r.generate_name = webhook::string_member(metadata, "generateName").value_or("");
+  }
+  return r;
+}
+
+}  // namespace
+
+webhook::Result<Request> decode_for_mutation(std::string_view body) {
+  try {
+    if (std::optional<Request> r = decode_fast(body)) {
+      return std::move(*r);
+    }
+  } catch (const Unusual&) {
+  }
+  return decode(body);
+}
+
+}  // namespace admission
