@@ -86,6 +86,53 @@ bool one_of(std::string_view key, std::initializer_list<std::string_view> keys) 
   return false;
 }
 
+// A container's name, resources (only google.com/tpu of requests and limits) and env (a
+// valueFrom only as `true`: the Handler reads whether it is there, never what it says).
+json container_fields(dom::element c) {
+  if (!c.is_object()) {
+    return to_json(c);
+  }
+  json out = json::object();
+  for (dom::key_value_pair field : dom::object(c)) {
+    if (field.key == "name") {
+      out["name"] = to_json(field.value);
+    } else if (field.key == "resources") {
+      json& resources = out["resources"] = kept_fields(field.value, [](std::string_view k) {
+        return k == "requests" || k == "limits";
+      });
+      if (!field.value.is_object()) {
+        continue;
+      }
+      for (dom::key_value_pair list : dom::object(field.value)) {
+        if (list.key == "requests" || list.key == "limits") {
+          resources[std::string(list.key)] = kept_fields(
+              list.value, [](std::string_view k) { return k == "google.com/tpu"; });
+        }
+      }
+    } else if (field.key == "env") {
+      if (!field.value.is_array()) {
+        out["env"] = to_json(field.value);
+        continue;
+      }
+      json env = json::array();
+      for (dom::element e : dom::array(field.value)) {
+        if (!e.is_object()) {
+          env.push_back(to_json(e));
+          continue;
+        }
+        json entry = json::object();
+        for (dom::key_value_pair f : dom::object(e)) {
+          entry[std::string(f.key)] =
+              f.key == "valueFrom" && !f.value.is_null() ? json(true) : to_json(f.value);
+        }
+        env.push_back(std::move(entry));
+      }
+      out["env"] = std::move(env);
+    }
+  }
+  return out;
+}
+
 // What PodView, the Handler and the mutation read of a Pod: metadata's names, labels,
 // annotations and deletionTimestamp; spec's nodeSelector, hostname, subdomain, affinity and each
 // container's name, resources and env.
@@ -110,9 +157,7 @@ json pod_fields(dom::element pod) {
         if (field.key == "containers" && field.value.is_array()) {
           json list = json::array();
           for (dom::element c : dom::array(field.value)) {
-            list.push_back(kept_fields(c, [](std::string_view k) {
-              return one_of(k, {"name", "resources", "env"});
-            }));
+            list.push_back(container_fields(c));
           }
           spec["containers"] = std::move(list);
         } else if (one_of(field.key,

@@ -1,5 +1,7 @@
 #include "podpatch/pod_view.h"
 
+#include <type_traits>
+
 #include "base/json/access.h"
 #include "base/text/numbers.h"
 #include "podpatch/keys.h"
@@ -32,18 +34,31 @@ webhook::Status check_string_map(const json* v, std::string_view field) {
   return {};
 }
 
-webhook::Status check_type(const json* v, std::string_view field, json::value_t want,
+// A field's name for a message: the text, or what a callable builds (only when a message is
+// made: a Pod that is fine costs no string).
+template <class Field>
+std::string field_text(const Field& field) {
+  if constexpr (std::is_invocable_v<const Field&>) {
+    return field();
+  } else {
+    return std::string(field);
+  }
+}
+
+template <class Field>
+webhook::Status check_type(const json* v, const Field& field, json::value_t want,
                            std::string_view want_name) {
   if (v == nullptr || v->is_null() || v->type() == want) {
     return {};
   }
-  return invalid_argument(std::string(field) + " must be " + std::string(want_name) + ", got " +
+  return invalid_argument(field_text(field) + " must be " + std::string(want_name) + ", got " +
                           type_name(*v));
 }
 
 // google.com/tpu as a whole number of chips: a JSON integer, or a string of digits.
 // Kubernetes quantities such as "4" arrive as strings.
-webhook::Result<int> chip_quantity(const json& q, std::string_view field) {
+template <class Field>
+webhook::Result<int> chip_quantity(const json& q, const Field& field) {
   constexpr std::int64_t kMaxChipsPerContainer = 1024;
   std::optional<std::int64_t> n;
   if (q.is_number_unsigned()) {
@@ -58,7 +73,7 @@ webhook::Result<int> chip_quantity(const json& q, std::string_view field) {
     n = webhook::parse_non_negative(q.get_ref<const std::string&>(), kMaxChipsPerContainer);
   }
   if (!n) {
-    return invalid_argument(std::string(field) + " " + webhook::dump_json(q) +
+    return invalid_argument(field() + " " + webhook::dump_json(q) +
                             " is not a whole number of TPU chips; set it to the chips per "
                             "host the machine type has, such as \"4\"");
   }
@@ -67,27 +82,35 @@ webhook::Result<int> chip_quantity(const json& q, std::string_view field) {
 
 // Request, else limit (docs/spec.md Terms "chips per host"); 0 when neither is set or both are
 // zero.
-webhook::Result<int> container_chips(const json& container, std::string_view where) {
+template <class Field>
+webhook::Result<int> container_chips(const json& container, const Field& where) {
   const json* resources = member(container, "resources");
-  if (webhook::Status s = check_type(resources, std::string(where) + ".resources",
-                                     json::value_t::object, "an object");
-      !s) {
-    return s.error();
+  if (resources == nullptr || resources->is_null()) {
+    return 0;
+  }
+  if (!resources->is_object()) {
+    return invalid_argument(where() + ".resources must be an object, got " +
+                            type_name(*resources));
   }
   int request = 0;
   int limit = 0;
   for (std::string_view kind : {"requests", "limits"}) {
     const json* list = member(resources, kind);
-    std::string field = std::string(where) + ".resources." + std::string(kind);
-    if (webhook::Status s = check_type(list, field, json::value_t::object, "an object"); !s) {
-      return s.error();
+    if (list == nullptr || list->is_null()) {
+      continue;
+    }
+    if (!list->is_object()) {
+      return invalid_argument(where() + ".resources." + std::string(kind) +
+                              " must be an object, got " + type_name(*list));
     }
     const json* q = member(list, keys::kTpuResource);
     if (q == nullptr || q->is_null()) {
       continue;
     }
-    webhook::Result<int> chips =
-        chip_quantity(*q, field + "[" + std::string(keys::kTpuResource) + "]");
+    webhook::Result<int> chips = chip_quantity(*q, [&] {
+      return where() + ".resources." + std::string(kind) + "[" +
+             std::string(keys::kTpuResource) + "]";
+    });
     if (!chips) {
       return chips.error();
     }
@@ -96,9 +119,12 @@ webhook::Result<int> container_chips(const json& container, std::string_view whe
   return request != 0 ? request : limit;
 }
 
-webhook::Status check_env(const json& container, const std::string& where) {
+template <class Where>
+webhook::Status check_env(const json& container, const Where& where) {
   const json* env = member(container, "env");
-  if (webhook::Status s = check_type(env, where + ".env", json::value_t::array, "an array"); !s) {
+  if (webhook::Status s =
+          check_type(env, [&] { return where() + ".env"; }, json::value_t::array, "an array");
+      !s) {
     return s;
   }
   if (env == nullptr || env->is_null()) {
@@ -106,20 +132,19 @@ webhook::Status check_env(const json& container, const std::string& where) {
   }
   if (env->size() > kMaxEnvEntries) {
     return webhook::Error{webhook::ErrorCode::kResourceExhausted,
-                          where + ".env has " + std::to_string(env->size()) +
+                          where() + ".env has " + std::to_string(env->size()) +
                               " entries; the webhook handles at most " +
                               std::to_string(kMaxEnvEntries) + " per container"};
   }
   for (std::size_t i = 0; i < env->size(); ++i) {
     const json& e = (*env)[i];
-    std::string field = where + ".env[" + std::to_string(i) + "]";
+    auto field = [&] { return where() + ".env[" + std::to_string(i) + "]"; };
     if (!e.is_object() || !string_member(&e, "name")) {
-      return invalid_argument(field + " must be an object with a string name");
+      return invalid_argument(field() + " must be an object with a string name");
     }
-    if (webhook::Status s =
-            check_type(member(e, "value"), field + ".value", json::value_t::string, "a string");
-        !s) {
-      return s;
+    const json* value = member(e, "value");
+    if (value != nullptr && !value->is_null() && !value->is_string()) {
+      return invalid_argument(field() + ".value must be a string, got " + type_name(*value));
     }
   }
   return {};
@@ -132,14 +157,16 @@ webhook::Status check_affinity(const json* spec) {
     return s;
   }
   for (std::string_view kind : {"podAffinity", "podAntiAffinity"}) {
-    std::string field = "spec.affinity." + std::string(kind);
+    auto field = [&] { return "spec.affinity." + std::string(kind); };
     const json* a = member(affinity, kind);
     if (webhook::Status s = check_type(a, field, json::value_t::object, "an object"); !s) {
       return s;
     }
     const json* terms = member(a, "requiredDuringSchedulingIgnoredDuringExecution");
-    field += ".requiredDuringSchedulingIgnoredDuringExecution";
-    if (webhook::Status s = check_type(terms, field, json::value_t::array, "an array"); !s) {
+    if (webhook::Status s = check_type(
+            terms, [&] { return field() + ".requiredDuringSchedulingIgnoredDuringExecution"; },
+            json::value_t::array, "an array");
+        !s) {
       return s;
     }
   }
@@ -166,14 +193,15 @@ webhook::Result<std::vector<TpuContainer>> find_tpu_containers(const json* conta
   }
   for (std::size_t i = 0; i < containers->size(); ++i) {
     const json& c = (*containers)[i];
-    std::string field = std::string(where) + "[" + std::to_string(i) + "]";
     if (!c.is_object()) {
-      return invalid_argument(field + " must be an object, got " + type_name(c));
+      return invalid_argument(std::string(where) + "[" + std::to_string(i) +
+                              "] must be an object, got " + type_name(c));
     }
     std::optional<std::string_view> name = string_member(&c, "name");
-    if (name) {
-      field = std::string(where) + "[" + std::string(*name) + "]";
-    }
+    // The field's name, for a message: spec.containers[<name>], else [<index>].
+    auto field = [&] {
+      return std::string(where) + "[" + (name ? std::string(*name) : std::to_string(i)) + "]";
+    };
     webhook::Result<int> chips = container_chips(c, field);
     if (!chips) {
       return chips.error();
@@ -212,8 +240,9 @@ webhook::Result<PodView> PodView::create(const json& pod) {
     return s.error();
   }
   for (std::string_view key : {"name", "generateName", "namespace"}) {
-    if (webhook::Status s = check_type(member(metadata, key), "metadata." + std::string(key),
-                                       json::value_t::string, "a string");
+    if (webhook::Status s =
+            check_type(member(metadata, key), [&] { return "metadata." + std::string(key); },
+                       json::value_t::string, "a string");
         !s) {
       return s.error();
     }
@@ -235,8 +264,9 @@ webhook::Result<PodView> PodView::create(const json& pod) {
     return s.error();
   }
   for (std::string_view key : {"hostname", "subdomain"}) {
-    if (webhook::Status s = check_type(member(spec, key), "spec." + std::string(key),
-                                       json::value_t::string, "a string");
+    if (webhook::Status s =
+            check_type(member(spec, key), [&] { return "spec." + std::string(key); },
+                       json::value_t::string, "a string");
         !s) {
       return s.error();
     }
@@ -249,7 +279,7 @@ webhook::Result<PodView> PodView::create(const json& pod) {
   }
   view.tpu_ = std::move(tpu).value();
   for (const TpuContainer& t : view.tpu_) {
-    std::string where = "spec.containers[" + std::string(t.name) + "]";
+    auto where = [&] { return "spec.containers[" + std::string(t.name) + "]"; };
     if (webhook::Status s =
             check_env((*view.containers_)[static_cast<std::size_t>(t.index)], where);
         !s) {

@@ -130,10 +130,16 @@ TEST_CASE("decode_for_mutation builds only the Pod fields the Handler reads, els
     CHECK_FALSE(fast->object["metadata"].contains("ownerReferences"));
     CHECK_FALSE(fast->object["spec"]["containers"][0].contains("image"));
     CHECK_FALSE(fast->object.contains("status"));
+    CHECK(fast->object["spec"]["containers"][0]["resources"]["limits"].size() == 1);
+    CHECK(fast->object["spec"]["containers"][0]["env"][0] ==
+          json({{"name", "HF_TOKEN"}, {"valueFrom", true}}));  // a valueFrom is only "there"
+    CHECK(fast->object["spec"]["containers"][0]["env"].size() ==
+          full->object["spec"]["containers"][0]["env"].size());
     for (const char* pointer :
          {"/metadata/labels", "/metadata/generateName", "/metadata/namespace",
-          "/spec/nodeSelector", "/spec/containers/0/env", "/spec/containers/0/resources",
-          "/spec/containers/0/name"}) {
+          "/spec/nodeSelector", "/spec/containers/0/env/1", "/spec/containers/0/env/13",
+          "/spec/containers/0/env/14", "/spec/containers/0/resources/limits/google.com~1tpu",
+          "/spec/containers/0/resources/requests/google.com~1tpu", "/spec/containers/0/name"}) {
       CAPTURE(pointer);
       CHECK(fast->object.at(json::json_pointer(pointer)) ==
             full->object.at(json::json_pointer(pointer)));

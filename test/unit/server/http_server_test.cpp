@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "base/memory/reserve.h"
+#include "base/thread/blocking.h"
 
 namespace {
 
@@ -408,4 +409,50 @@ TEST_CASE("a route grows its request's grant, returned with the rest once answer
   }
   CHECK(budget.in_use() == 0);
   CHECK(webhook::memory::reserve(std::size_t{1} << 40));  // no reserver on this thread: granted
+}
+
+TEST_CASE("a request about to block hands the connections its worker took with it to others",
+          "[transport]") {
+  // Both workers are held first, so that the blocking request and the quick ones are ready
+  // together and the first free worker takes them in one wait.
+  server::HttpServerOptions o = small(2);
+  o.read_timeout = 5000ms;
+  o.handler = [](const server::HttpRequestView& r) {
+    if (r.path == "/hold") {
+      std::this_thread::sleep_for(300ms);
+    } else if (r.path == "/block") {
+      webhook::blocking::about_to_block();
+      std::this_thread::sleep_for(1200ms);
+    }
+    server::HttpReply reply;
+    reply.content_type = "text/plain";
+    reply.body = std::string(r.path);
+    return reply;
+  };
+  TestServer s(std::move(o));
+  Socket hold1(s.port, 5000ms);
+  Socket hold2(s.port, 5000ms);
+  Socket blocker(s.port, 5000ms);
+  std::vector<std::unique_ptr<Socket>> quick;
+  for (int i = 0; i < 6; ++i) {
+    quick.push_back(std::make_unique<Socket>(s.port, 5000ms));
+  }
+  hold1.send(post("/hold", ""));
+  hold2.send(post("/hold", ""));
+  std::this_thread::sleep_for(100ms);  // both workers are in /hold now
+  blocker.send(post("/block", ""));
+  std::this_thread::sleep_for(10ms);  // ready first, so first in the batch
+  Clock::time_point sent = Clock::now();
+  for (auto& q : quick) {
+    q->send(post("/quick", ""));
+  }
+  for (auto& q : quick) {
+    CHECK_THAT(q->read_response(), Catch::EndsWith("/quick"));
+  }
+  auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - sent);
+  CAPTURE(waited.count());
+  CHECK(waited < 900ms);  // not behind the blocked request (its answer comes after ~1.4 s)
+  CHECK_THAT(blocker.read_response(), Catch::EndsWith("/block"));
+  CHECK_THAT(hold1.read_response(), Catch::EndsWith("/hold"));
+  CHECK_THAT(hold2.read_response(), Catch::EndsWith("/hold"));
 }
