@@ -34,7 +34,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       }
     }
     if (req && r.allowed && admission::has_patch(r)) {
-      (void)req->object.patch(admission::patch_ops(r));  // throws (and aborts) if the patch does not apply
+      (void)req->object.patch(
+          admission::patch_ops(r));  // throws (and aborts) if the patch does not apply
     }
   }
   return 0;

@@ -4,8 +4,8 @@
 
 #include "base/json/access.h"
 #include "base/memory/reserve.h"
-#include "base/thread/blocking.h"
 #include "base/text/text.h"
+#include "base/thread/blocking.h"
 #include "podpatch/affinity.h"
 #include "podpatch/env.h"
 #include "podpatch/keys.h"

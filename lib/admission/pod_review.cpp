@@ -97,16 +97,15 @@ json container_fields(dom::element c) {
     if (field.key == "name") {
       out["name"] = to_json(field.value);
     } else if (field.key == "resources") {
-      json& resources = out["resources"] = kept_fields(field.value, [](std::string_view k) {
-        return k == "requests" || k == "limits";
-      });
+      json& resources = out["resources"] = kept_fields(
+          field.value, [](std::string_view k) { return k == "requests" || k == "limits"; });
       if (!field.value.is_object()) {
         continue;
       }
       for (dom::key_value_pair list : dom::object(field.value)) {
         if (list.key == "requests" || list.key == "limits") {
-          resources[std::string(list.key)] = kept_fields(
-              list.value, [](std::string_view k) { return k == "google.com/tpu"; });
+          resources[std::string(list.key)] =
+              kept_fields(list.value, [](std::string_view k) { return k == "google.com/tpu"; });
         }
       }
     } else if (field.key == "env") {
@@ -144,8 +143,8 @@ json pod_fields(dom::element pod) {
   for (dom::key_value_pair top : dom::object(pod)) {
     if (top.key == "metadata") {
       out["metadata"] = kept_fields(top.value, [](std::string_view k) {
-        return one_of(k, {"name", "generateName", "namespace", "labels", "annotations",
-                          "deletionTimestamp"});
+        return one_of(
+            k, {"name", "generateName", "namespace", "labels", "annotations", "deletionTimestamp"});
       });
     } else if (top.key == "spec") {
       if (!top.value.is_object()) {

@@ -42,11 +42,12 @@ constexpr std::size_t parse_memory_bound(std::size_t body_bytes) {
 }
 
 // The heap one whole admission may take per body byte, the body itself not included: the decoded
-// request and the Handler's two working copies of what it may change (the mutable parts before
-// and after the mutation, diffed into the patch, M6), each at most the parse bound, so
-// 3 x kParseMemoryPerBodyByte; the patch and the encoded answer fit in what that leaves. The
-// server grants each request body x (1 + this)
-// + 64 KiB against its in-flight memory budget. test/unit/parse_memory measures it on every
+// request and up to two working copies of what the Handler may change, each at most the parse
+// bound, so 3 x kParseMemoryPerBodyByte; the patch and the encoded answer fit in what that leaves.
+// (The server's Handler makes no copy: it writes the patch from the changes it decided; webhook-
+// dryrun makes one, the mutated parts it shows. The bound keeps room for both.) The server grants
+// each request body x (1 + this) + 64 KiB against its in-flight memory budget.
+// test/unit/parse_memory measures it on every
 // fixture, on the costliest shapes decode accepts in the parts the Handler ignores, checks or
 // copies, and on values the Handler repeats in its messages (names are cut to
 // webhook::kMaxShownBytes there, lists are not split beyond what the slice can use): genuine
@@ -134,10 +135,11 @@ struct Request {
 // more than parse_memory_bound(body.size()) bytes to parse.
 webhook::Result<Request> decode(std::string_view body);
 
-// The largest body decode_for_mutation reads with simdjson; a larger one goes to decode(). Each
-// thread that decodes keeps a parser whose buffers grow to the largest body it read, about 14
-// bytes per body byte (under 1 MiB).
-inline constexpr std::size_t kFastDecodeMaxBytes = std::size_t{64} << 10;
+// The largest body decode_for_mutation reads with simdjson (a worker Pod's review is 4-8 KB as
+// kube-apiserver sends it); a larger one goes to decode(). Each thread that decodes keeps a
+// parser whose buffers grow to the largest body it read, about 14 bytes per body byte: at most
+// about 230 KiB per thread, a fixed cost of the process rather than of a request.
+inline constexpr std::size_t kFastDecodeMaxBytes = std::size_t{16} << 10;
 
 // decode() for POST /mutate, the server's hot path: the review is read with simdjson, and of
 // request.object only what the Handler reads of a Pod is built (metadata's name, generateName,

@@ -444,8 +444,8 @@ class Runner {
             << " denied: " << r.message << "\n";
         return kExitDenied;
       }
-      json mutated = pod_req.object.patch(admission::has_patch(r) ? admission::patch_ops(r)
-                                                                  : json::array());
+      json mutated =
+          pod_req.object.patch(admission::has_patch(r) ? admission::patch_ops(r) : json::array());
       rows.push_back(
           {ordinal, w.group, r.placement ? r.placement->slot : podpatch::Slot{}, mutated});
       list["items"].push_back(std::move(mutated));

@@ -123,12 +123,11 @@ class ContainerEnv {
                             fill ? e->index : 0, std::string(var), std::move(value), host_ip});
   }
   const EnvChange* changed(std::string_view var) const {
-    for (auto it = changes_.env.rbegin(); it != changes_.env.rend(); ++it) {
-      if (it->name == var) {
-        return &*it;
-      }
+    const EnvChange* last = nullptr;
+    for (const EnvChange& e : changes_.env) {
+      last = e.name == var ? &e : last;
     }
-    return nullptr;
+    return last;
   }
 
   const json& c_;
@@ -479,9 +478,9 @@ Mutation plan_mutation(const PodView& view, const MutationPlan& plan) {
   }
   const json* spec = member(view.pod(), "spec");
   if (needs_pod_dns(view, slice)) {
-    m.hostname = spec_string(spec, "hostname",
-                             topology::host_name(group, plan.slot.replica, plan.slot.host),
-                             m.warnings);
+    m.hostname =
+        spec_string(spec, "hostname", topology::host_name(group, plan.slot.replica, plan.slot.host),
+                    m.warnings);
     m.subdomain = spec_string(spec, "subdomain", plan.svc, m.warnings);
   }
   if (slice.multi_host()) {

@@ -70,8 +70,8 @@ Mutation plan_mutation(const PodView& view, const MutationPlan& plan);
 void apply_mutation(json& pod, const Mutation& m);
 
 // Appends the RFC 6902 patch of `m` against view.pod() to `out`, as JSON text: "[]" when `m`
-// changes nothing, else exactly the operations json::diff(view.pod(), apply_mutation'd copy) gives, in
-// its order, and the bytes webhook::dump_json writes for them (test/unit/podpatch and
+// changes nothing, else exactly the operations json::diff(view.pod(), apply_mutation'd copy) gives,
+// in its order, and the bytes webhook::dump_json writes for them (test/unit/podpatch and
 // test/unit/admission check it on every fixture and on the corpus of odd Pods).
 void write_patch(const PodView& view, const Mutation& m, std::string& out);
 

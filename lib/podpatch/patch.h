@@ -5,7 +5,8 @@
 //   std::string text;
 //   podpatch::PatchText patch(text);
 //   patch.add("/metadata/labels/replicaIndex", "\"tpu-group-0\"");   // the value as JSON text
-//   patch.finish();                                   // text == [{"op":"add","path":...,"value":...}]
+//   patch.finish();                                   // text ==
+//   [{"op":"add","path":...,"value":...}]
 //
 //   json ops = podpatch::diff(before, after);        // before.patch(ops) == after
 //

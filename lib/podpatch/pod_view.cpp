@@ -89,8 +89,7 @@ webhook::Result<int> container_chips(const json& container, const Field& where) 
     return 0;
   }
   if (!resources->is_object()) {
-    return invalid_argument(where() + ".resources must be an object, got " +
-                            type_name(*resources));
+    return invalid_argument(where() + ".resources must be an object, got " + type_name(*resources));
   }
   int request = 0;
   int limit = 0;
@@ -108,8 +107,8 @@ webhook::Result<int> container_chips(const json& container, const Field& where) 
       continue;
     }
     webhook::Result<int> chips = chip_quantity(*q, [&] {
-      return where() + ".resources." + std::string(kind) + "[" +
-             std::string(keys::kTpuResource) + "]";
+      return where() + ".resources." + std::string(kind) + "[" + std::string(keys::kTpuResource) +
+             "]";
     });
     if (!chips) {
       return chips.error();
@@ -119,11 +118,25 @@ webhook::Result<int> container_chips(const json& container, const Field& where) 
   return request != 0 ? request : limit;
 }
 
+// Each of `keys` in `obj` is absent, null or a string; the message names <prefix><key>.
+webhook::Status check_strings(const json* obj, std::string_view prefix,
+                              std::initializer_list<std::string_view> keys) {
+  for (std::string_view key : keys) {
+    if (webhook::Status s = check_type(
+            member(obj, key), [&] { return std::string(prefix) + std::string(key); },
+            json::value_t::string, "a string");
+        !s) {
+      return s;
+    }
+  }
+  return {};
+}
+
 template <class Where>
 webhook::Status check_env(const json& container, const Where& where) {
   const json* env = member(container, "env");
-  if (webhook::Status s =
-          check_type(env, [&] { return where() + ".env"; }, json::value_t::array, "an array");
+  if (webhook::Status s = check_type(
+          env, [&] { return where() + ".env"; }, json::value_t::array, "an array");
       !s) {
     return s;
   }
@@ -239,13 +252,10 @@ webhook::Result<PodView> PodView::create(const json& pod) {
       !s) {
     return s.error();
   }
-  for (std::string_view key : {"name", "generateName", "namespace"}) {
-    if (webhook::Status s =
-            check_type(member(metadata, key), [&] { return "metadata." + std::string(key); },
-                       json::value_t::string, "a string");
-        !s) {
-      return s.error();
-    }
+  if (webhook::Status s =
+          check_strings(metadata, "metadata.", {"name", "generateName", "namespace"});
+      !s) {
+    return s.error();
   }
   view.labels_ = member(metadata, "labels");
   view.annotations_ = member(metadata, "annotations");
@@ -263,13 +273,8 @@ webhook::Result<PodView> PodView::create(const json& pod) {
   if (webhook::Status s = check_string_map(view.node_selector_, "spec.nodeSelector"); !s) {
     return s.error();
   }
-  for (std::string_view key : {"hostname", "subdomain"}) {
-    if (webhook::Status s =
-            check_type(member(spec, key), [&] { return "spec." + std::string(key); },
-                       json::value_t::string, "a string");
-        !s) {
-      return s.error();
-    }
+  if (webhook::Status s = check_strings(spec, "spec.", {"hostname", "subdomain"}); !s) {
+    return s.error();
   }
   view.containers_ = member(spec, "containers");
   webhook::Result<std::vector<TpuContainer>> tpu =

@@ -117,7 +117,7 @@ struct AdmissionService::Exchange {
 HttpReply AdmissionService::admit(Webhook webhook, const HttpRequestView& http) const {
   Clock::time_point start = Clock::now();
   webhook::Status envelope = check_envelope(http);
-  Exchange x{!envelope                      ? webhook::Result<admission::Request>(envelope.error())
+  Exchange x{!envelope                     ? webhook::Result<admission::Request>(envelope.error())
              : webhook == Webhook::kMutate ? admission::decode_for_mutation(http.body)
                                            : admission::decode(http.body),
              {}};

@@ -45,7 +45,9 @@ std::vector<Input> inputs() {
   const std::string corpus = "../../fuzz/corpus/admission";
   for (const std::string& f : testing::fixture_files(corpus, ".json")) {
     out.push_back({"corpus-" + f.substr(0, f.size() - 5),
-                   testing::read_text(testing::fixture_path(corpus + "/" + f)), {}, ""});
+                   testing::read_text(testing::fixture_path(corpus + "/" + f)),
+                   {},
+                   ""});
   }
   return out;
 }
@@ -136,9 +138,9 @@ TEST_CASE("decode_for_mutation builds only the Pod fields the Handler reads, els
     CHECK(fast->object["spec"]["containers"][0]["env"].size() ==
           full->object["spec"]["containers"][0]["env"].size());
     for (const char* pointer :
-         {"/metadata/labels", "/metadata/generateName", "/metadata/namespace",
-          "/spec/nodeSelector", "/spec/containers/0/env/1", "/spec/containers/0/env/13",
-          "/spec/containers/0/env/14", "/spec/containers/0/resources/limits/google.com~1tpu",
+         {"/metadata/labels", "/metadata/generateName", "/metadata/namespace", "/spec/nodeSelector",
+          "/spec/containers/0/env/1", "/spec/containers/0/env/13", "/spec/containers/0/env/14",
+          "/spec/containers/0/resources/limits/google.com~1tpu",
           "/spec/containers/0/resources/requests/google.com~1tpu", "/spec/containers/0/name"}) {
       CAPTURE(pointer);
       CHECK(fast->object.at(json::json_pointer(pointer)) ==

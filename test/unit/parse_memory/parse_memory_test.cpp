@@ -56,7 +56,8 @@ Measured measure(const std::string& body) {
   m.parse = peak_of([&] { json v = json::parse(body, nullptr, /*allow_exceptions=*/false); });
   m.uid = peak_of([&] { std::string uid = admission::request_uid(body); });
   grow_fast_parser();
-  m.fast = peak_of([&] { webhook::Result<admission::Request> r = admission::decode_for_mutation(body); });
+  m.fast = peak_of(
+      [&] { webhook::Result<admission::Request> r = admission::decode_for_mutation(body); });
   return m;
 }
 
