@@ -9,7 +9,7 @@
 # transport adds it) and User-Agent: kube-apiserver-admission. nginx (worker_processes 1,
 # access_log off: the fairest baseline on a small box) answers every request with the webhook's
 # own response, fixed (`return 200`), so it measures what TLS, HTTP and loopback cost here; the
-# webhook additionally parses the review, mutates the Pod, diffs, encodes and logs a JSON line
+# webhook additionally reads the review, decides the mutation, writes its patch, encodes and logs a JSON line
 # per admission (to a file, as a container runtime would collect it).
 #
 # Each server is measured at 1 connection (wrk -c1 -t1) and at CONNECTIONS (wrk -c16 -t2), the
