@@ -251,6 +251,7 @@ webhook::Result<Request> decode_for_mutation(std::string_view body) {
       return std::move(*r);
     }
   } catch (const Unusual&) {
+  } catch (const simdjson::simdjson_error&) {  // a conversion the checks above should rule out
   }
   return decode(body);
 }
