@@ -2,9 +2,10 @@
 // JSON, for the benchmark, the integration tests and scripts/run-dev.sh.
 //
 //   make-review --worker 3 examples/gke-tutorial/ray-cluster.tpu-v6e-multihost.yaml
-//       the 4th worker Pod KubeRay creates for the RayCluster (unmutated), for POST /mutate
+//       the 4th worker Pod KubeRay creates for the RayCluster (unmutated), for POST /mutate; of a
+//       RayJob or RayService, of the RayCluster KubeRay generates for it
 //   make-review --validate examples/gke-tutorial/ray-cluster.tpu-v6e-multihost.yaml
-//       the RayCluster itself, for POST /validate
+//       the RayCluster (RayJob, RayService) itself, for POST /validate
 //   make-review pod.json          a Pod file as it is
 //
 // Flags: --uid UID (default "make-review-<n>"), --kuberay-indexing=on|off (KubeRay's index labels
@@ -20,6 +21,7 @@
 #include "base/text/numbers.h"
 #include "dryrun/documents.h"
 #include "dryrun/expand.h"
+#include "podpatch/validate.h"
 
 namespace {
 
@@ -115,20 +117,26 @@ int main(int argc, char** argv) {
     std::cout << webhook::dump_json(review(o, object, pod_kind, pod_resource, "")) << "\n";
     return 0;
   }
-  if (kind != "RayCluster") {
-    return fail(o.file + ": expected a Pod or a RayCluster, got kind " + kind);
+  const podpatch::RayKind* ray_kind = podpatch::find_ray_kind(kind);
+  if (ray_kind == nullptr) {
+    return fail(o.file + ": expected a Pod, RayCluster, RayJob or RayService, got kind " + kind);
   }
   if (o.validate) {
-    json rc_kind = {{"group", "ray.io"}, {"version", "v1"}, {"kind", "RayCluster"}};
-    json rc_resource = {{"group", "ray.io"}, {"version", "v1"}, {"resource", "rayclusters"}};
+    json rc_kind = {{"group", "ray.io"}, {"version", "v1"}, {"kind", ray_kind->kind}};
+    json rc_resource = {{"group", "ray.io"}, {"version", "v1"}, {"resource", ray_kind->resource}};
     std::string name = object["metadata"].value("name", "");
     std::cout << webhook::dump_json(review(o, object, rc_kind, rc_resource, name)) << "\n";
     return 0;
   }
+  webhook::Result<podpatch::RayObject> ray = podpatch::read_ray_object(object, kind, o.ns);
+  if (!ray) {
+    return fail(o.file + ": " + ray.error().message);
+  }
+  json cluster = podpatch::generated_raycluster(*ray);
   dryrun::ExpandOptions eo;
   eo.indexing = o.indexing;
   eo.default_namespace = o.ns;
-  webhook::Result<std::vector<dryrun::WorkerPod>> pods = dryrun::expand_workers(object, eo);
+  webhook::Result<std::vector<dryrun::WorkerPod>> pods = dryrun::expand_workers(cluster, eo);
   if (!pods) {
     return fail(o.file + ": " + pods.error().message);
   }

@@ -21,19 +21,15 @@ using podpatch::Placement;
 using podpatch::PlacementPath;
 using podpatch::PodView;
 
-// M1, V1: the endpoint handles one kind; a review of another kind is a configuration mistake.
-webhook::Status check_kind(const Request& req, std::string_view kind, std::string_view group,
-                           std::string_view endpoint) {
-  if (req.kind == kind && req.group == group) {
-    return {};
-  }
-  bool pods = kind == "Pod";
+webhook::Error wrong_kind(const Request& req, bool pods) {
   return webhook::invalid_argument(
-             "the " + std::string(endpoint) + " webhook handles " +
-             (pods ? "v1 Pods" : "ray.io RayClusters") + ", but this request is for kind " +
+             "the " + std::string(pods ? "/mutate" : "/validate") + " webhook handles " +
+             (pods ? "v1 Pods" : "ray.io RayClusters, RayJobs and RayServices") +
+             ", but this request is for kind " +
              webhook::quote(req.group.empty() ? req.kind : req.group + "/" + req.kind) +
              "; point the " + (pods ? "Mutating" : "Validating") +
-             "WebhookConfiguration's rules at " + (pods ? "pods" : "rayclusters") + " only")
+             "WebhookConfiguration's rules at " +
+             (pods ? "pods" : "rayclusters, rayjobs and rayservices") + " only")
       .with_reason(reasons::kWrongKind);
 }
 
@@ -78,10 +74,6 @@ webhook::Result<PodFacts> read_facts(const PodView& view, std::string_view reque
     return std::move(e).with_reason(malformed ? reasons::kInvalidTopology : reasons::kInvalidChips);
   }
   return PodFacts{std::move(key), *topo, std::move(slice).value()};
-}
-
-webhook::Error not_a_dns_label(std::string message) {
-  return webhook::invalid_argument(std::move(message)).with_reason(reasons::kInvalidName);
 }
 
 // A multi-host Pod's placement comes from its labels (M3.1, M3.2), from the slot it was already
@@ -155,28 +147,12 @@ webhook::Status reserve_answer(const PodView& view, const PodFacts& facts, const
 webhook::Result<PodNames> Handler::choose_names(const PodFacts& facts, const PodView& view) const {
   PodNames names;
   const podpatch::GroupKey& key = facts.key;
-  if (std::optional<std::string> live = services_.headless_service(key.ns, key.cluster)) {
-    names.service = *live;
-    names.live = true;
-  } else {
-    names.service = topology::headless_service_name(key.cluster, config_.kuberay);
-  }
+  names.service =
+      podpatch::headless_service(services_, key.ns, key.cluster, config_.kuberay, &names.live);
   names.dns = podpatch::needs_pod_dns(view, facts.slice);
-  if (!names.dns) {
-    return names;
-  }
-  if (!topology::is_dns1123_label(names.service)) {
-    return not_a_dns_label("headless Service name " + webhook::quote_bounded(names.service) +
-                           " (from RayCluster " + webhook::quote_bounded(key.cluster) +
-                           ") is not a DNS label (at most 63 lowercase letters, digits and '-'), "
-                           "so it cannot be the Pod's subdomain; shorten or rename the RayCluster");
-  }
-  std::string last_host = topology::host_name(key.group, 0, facts.slice.hosts() - 1);
-  if (!topology::is_dns1123_label(last_host)) {
-    return not_a_dns_label("worker group name " + webhook::quote_bounded(key.group) +
-                           " gives hostnames such as " + webhook::quote_bounded(last_host) +
-                           " that are not DNS labels (at most 63 lowercase letters, digits and "
-                           "'-'); rename the worker group");
+  if (names.dns) {
+    RETURN_IF_ERROR(
+        podpatch::check_dns_names(names.service, key.cluster, key.group, facts.slice.hosts()));
   }
   return names;
 }
@@ -282,8 +258,9 @@ webhook::Result<Response> Handler::mutate_tpu_pod(const Request& req, PodDecisio
 }
 
 Response Handler::mutate(const Request& req, PodDecision* decision) const {
-  if (webhook::Status s = check_kind(req, "Pod", "", "/mutate"); !s) {
-    return denied(req.uid, s.error());
+  // M1: the endpoint handles one kind; a review of another kind is a configuration mistake.
+  if (req.kind != "Pod" || !req.group.empty()) {
+    return denied(req.uid, wrong_kind(req, true));
   }
   if (req.operation != "CREATE") {
     return allowed(req.uid);
@@ -295,31 +272,41 @@ Response Handler::mutate(const Request& req, PodDecision* decision) const {
 }
 
 Response Handler::validate(const Request& req) const {
-  if (webhook::Status s = check_kind(req, "RayCluster", "ray.io", "/validate"); !s) {
-    return denied(req.uid, s.error());
+  // V1: RayClusters, and the RayCluster specs of RayJobs and RayServices.
+  const podpatch::RayKind* kind = podpatch::find_ray_kind(req.kind);
+  if (kind == nullptr || req.group != "ray.io") {
+    return denied(req.uid, wrong_kind(req, false));
   }
   if (req.operation != "CREATE" && req.operation != "UPDATE") {
     return allowed(req.uid);
   }
   if (!req.object.is_object()) {
-    return denied(req.uid,
-                  webhook::invalid_argument("RayCluster " + webhook::quote_bounded(req.name) +
-                                            ": request.object must be a RayCluster object")
-                      .with_reason(reasons::kMalformedObject));
+    return denied(req.uid, webhook::invalid_argument(
+                               std::string(kind->kind) + " " + webhook::quote_bounded(req.name) +
+                               ": request.object must be a " + std::string(kind->kind) + " object")
+                               .with_reason(reasons::kMalformedObject));
   }
-  // An UPDATE that leaves the spec as it was (labels, annotations, finalizers) or touches a
-  // RayCluster being deleted is not blocked: denying it could keep a cluster admitted before
-  // this webhook from ever being cleaned up.
+  webhook::Result<podpatch::RayObject> object =
+      podpatch::read_ray_object(req.object, kind->kind, req.ns);
+  if (!object) {
+    return denied(req.uid, object.error());
+  }
+  // An UPDATE that leaves the cluster spec as it was (labels, annotations, finalizers, a RayJob's
+  // suspend) or touches an object being deleted is not blocked: denying it could keep an object
+  // admitted before this webhook from ever being cleaned up.
   if (req.operation == "UPDATE") {
     const json* deleting = webhook::member(req.object, "metadata", "deletionTimestamp");
-    const json* spec = webhook::member(req.object, "spec");
-    const json* old_spec = webhook::member(req.old_object, "spec");
+    webhook::Result<podpatch::RayObject> old =
+        podpatch::read_ray_object(req.old_object, kind->kind, req.ns);
+    const json* spec = object->spec;
+    const json* old_spec = old ? old->spec : nullptr;
     if ((deleting != nullptr && !deleting->is_null()) ||
         (spec != nullptr && old_spec != nullptr && *spec == *old_spec)) {
       return allowed(req.uid);
     }
   }
-  podpatch::ClusterReport report = podpatch::validate_raycluster(req.object, nodes_, req.ns);
+  podpatch::ClusterReport report =
+      podpatch::validate_ray_object(*object, {nodes_, services_, config_.kuberay});
   Response out = report.status ? allowed(req.uid) : denied(req.uid, report.status.error());
   out.warnings = std::move(report.warnings);
   return out;

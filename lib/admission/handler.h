@@ -4,7 +4,7 @@
 //
 //   admission::Handler handler(config, pods, nodes, services);
 //   admission::Response r = handler.mutate(request);     // POST /mutate  (Pods, M1-M7)
-//   admission::Response v = handler.validate(request);   // POST /validate (RayClusters, V1-V4)
+//   admission::Response v = handler.validate(request);   // POST /validate (ray.io, V1-V5)
 //
 //   admission::PodDecision why;                          // webhook-dryrun --explain
 //   handler.mutate(request, &why);
@@ -79,7 +79,7 @@ class Handler {
   // docs/spec.md M1-M7. `decision`, when not null, receives what each stage found.
   Response mutate(const Request& request, PodDecision* decision = nullptr) const;
 
-  // docs/spec.md V1-V4.
+  // docs/spec.md V1-V5: RayClusters, RayJobs and RayServices.
   Response validate(const Request& request) const;
 
   const Config& config() const { return config_; }

@@ -27,6 +27,9 @@ inline constexpr std::string_view kReplicaNameLabel = "ray.io/worker-group-repli
 inline constexpr std::string_view kHeadlessServiceLabel = "ray.io/headless-worker-svc";
 inline constexpr std::string_view kCreatedByLabel = "app.kubernetes.io/created-by";
 inline constexpr std::string_view kAppNameLabel = "app.kubernetes.io/name";
+// Its value on every Pod KubeRay creates, unless the template sets another; the mutating
+// webhook's objectSelector requires it.
+inline constexpr std::string_view kAppNameValue = "kuberay";
 // The label this webhook adds for legacy placement and affinity: "<group>-<replica>".
 inline constexpr std::string_view kLegacyReplicaLabel = "replicaIndex";
 

@@ -38,7 +38,7 @@ inline constexpr std::string_view kInvalidIndexLabel = "invalid_index_label";
 inline constexpr std::string_view kSlotConflict = "slot_conflict";
 inline constexpr std::string_view kPlacementUnavailable = "placement_unavailable";
 
-// RayClusters (/validate, docs/spec.md V1-V4).
+// RayClusters, RayJobs and RayServices (/validate, docs/spec.md V1-V5).
 inline constexpr std::string_view kNoContainers = "no_containers";
 inline constexpr std::string_view kInvalidResources = "invalid_resources";
 inline constexpr std::string_view kMissingNumOfHosts = "missing_num_of_hosts";

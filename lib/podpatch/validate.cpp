@@ -1,8 +1,14 @@
 #include "podpatch/validate.h"
 
+#include <algorithm>
+#include <array>
+#include <set>
+
 #include "base/json/access.h"
+#include "base/text/numbers.h"
 #include "base/text/text.h"
 #include "podpatch/affinity.h"
+#include "podpatch/env.h"
 #include "podpatch/keys.h"
 #include "podpatch/labels.h"
 #include "podpatch/pod_view.h"
@@ -95,25 +101,127 @@ webhook::Result<long long> check_num_of_hosts(const json& group, const std::stri
   }
   long long given = num->get<long long>();
   if (given != slice.hosts()) {
+    std::string remedy = "set numOfHosts: " + std::to_string(slice.hosts());
+    // A chips per host that no host of this slice has is the likelier mistake: offer the host
+    // size that fits, with the numOfHosts that goes with it.
+    if (!slice.chips_fix().empty()) {
+      std::vector<int> valid = slice.known_accelerator()->chips_per_host_for(slice.chips());
+      // Prefer the host size that makes the numOfHosts given right.
+      auto fits = std::find_if(valid.begin(), valid.end(),
+                               [&](int v) { return std::max(slice.chips() / v, 1) == given; });
+      if (!valid.empty()) {
+        int chips = fits != valid.end() ? *fits : valid.front();
+        int hosts = std::max(slice.chips() / chips, 1);
+        remedy = "a " + std::string(topo.value) + " slice has hosts of " + std::to_string(chips) +
+                 " chips: set google.com/tpu to " + std::to_string(chips) + " per host" +
+                 (hosts == given ? " (numOfHosts " + std::to_string(given) + " is then right)"
+                                 : " and numOfHosts: " + std::to_string(hosts));
+      }
+    }
     return deny(reasons::kHostsMismatch,
                 "Number of workers in worker group not equal to specified topology: " + where +
                     "topology " + std::string(topo.value) + " (" + std::string(topo.field) +
                     ") has " + std::to_string(slice.chips()) + " chips at " +
                     std::to_string(chips_per_host) + " chips per host, so it needs " +
                     std::to_string(slice.hosts()) + " hosts, but numOfHosts is " +
-                    std::to_string(given) + "; set numOfHosts: " + std::to_string(slice.hosts()));
+                    std::to_string(given) + "; " + remedy);
   }
   return given;
 }
 
-// `id` names the RayCluster in messages.
-webhook::Status check_group(const json& group, std::size_t index, const std::string& id,
-                            bool cluster_kueue, NodeSource& nodes,
-                            std::vector<std::string>& warnings) {
+// What a group's checks share: the object, the cluster-wide facts and where warnings go.
+struct GroupContext {
+  const RayObject& object;
+  const ValidationSources& sources;
+  const std::string& id;  // "RayCluster ns/name: " or "RayJob ns/name: "
+  bool cluster_kueue = false;
+  bool cluster_multi_host = false;  // a group has numOfHosts > 1: KubeRay creates the Service
+  std::vector<std::string>& warnings;
+};
+
+long long integer_member(const json& obj, std::string_view key, long long fallback) {
+  const json* v = member(obj, key);
+  return v != nullptr && v->is_number_integer() ? v->get<long long>() : fallback;
+}
+
+// M5.1 multi-slice groups: MEGASCALE_NUM_SLICES should be the number of slices, one per replica,
+// and a single-host group's coordinator needs a headless Service KubeRay creates only for
+// clusters with a multi-host group.
+void check_multislice(const json& group, const std::string& where, const json& containers,
+                      const std::vector<TpuContainer>& tpu, const topology::Slice& slice,
+                      const GroupContext& ctx) {
+  std::optional<std::string_view> slices;
+  bool present = false;
+  for (const TpuContainer& t : tpu) {
+    const json& c = containers[static_cast<std::size_t>(t.index)];
+    present = present || env_present(c, keys::kMegascaleNumSlices);
+    if (!slices) {
+      slices = env_literal(c, keys::kMegascaleNumSlices);
+    }
+  }
+  if (!present) {
+    return;
+  }
+  long long replicas = integer_member(group, "replicas", integer_member(group, "minReplicas", 1));
+  if (slices) {
+    std::optional<std::int64_t> n = webhook::parse_non_negative(*slices, 1'000'000);
+    if (!n || *n != replicas) {
+      ctx.warnings.push_back(
+          where + std::string(keys::kMegascaleNumSlices) + " is " +
+          webhook::quote_bounded(*slices) +
+          " but the group has replicas: " + std::to_string(replicas) +
+          " (each replica is one slice), so the slices wait for peers that never come or run "
+          "apart; set " +
+          std::string(keys::kMegascaleNumSlices) + " to " + std::to_string(replicas) +
+          " or replicas to the number of slices");
+    }
+  }
+  if (slice.multi_host() || ctx.cluster_multi_host) {
+    return;
+  }
+  bool live = false;
+  std::string svc = headless_service(ctx.sources.services, ctx.object.ns, ctx.object.cluster,
+                                     ctx.sources.kuberay, &live);
+  if (live) {
+    return;
+  }
+  std::string group_name(string_member(&group, "groupName").value_or(""));
+  ctx.warnings.push_back(
+      where + "multi-slice on single-host slices: its Pods reach the coordinator as " +
+      topology::host_name(group_name, 0, 0) + "." + svc +
+      ", but KubeRay creates the headless Service " + webhook::quote(svc) +
+      " only for clusters with a multi-host worker group; create it in namespace " +
+      webhook::quote(ctx.object.ns) +
+      " with clusterIP: None, publishNotReadyAddresses: true, selector ray.io/cluster=" +
+      ctx.object.cluster +
+      " and ray.io/node-type=worker, and label ray.io/headless-worker-svc=" + ctx.object.cluster);
+}
+
+// The mutating webhook only sees Pods labelled app.kubernetes.io/name=kuberay (its
+// objectSelector); KubeRay sets that label unless the template sets another value.
+void check_pods_reach_webhook(const json& group, const std::string& where,
+                              const topology::Slice& slice, const GroupContext& ctx) {
+  for (const json* labels :
+       {member(group, "template", "metadata", "labels"), member(group, "labels")}) {
+    std::optional<std::string_view> app = string_member(labels, keys::kAppNameLabel);
+    if (app && *app != keys::kAppNameValue) {
+      ctx.warnings.push_back(
+          where + "its Pods are labelled " + std::string(keys::kAppNameLabel) + "=" +
+          webhook::quote_bounded(*app) + ", so the mutating webhook (which only sees Pods with " +
+          std::string(keys::kAppNameLabel) + "=" + std::string(keys::kAppNameValue) +
+          ") never sets their TPU environment" +
+          (slice.multi_host() ? " and the slice cannot initialize" : "") +
+          "; remove the label from the worker group");
+      return;
+    }
+  }
+}
+
+webhook::Status check_group(const json& group, std::size_t index, const GroupContext& ctx) {
   std::string name(string_member(&group, "groupName").value_or(""));
   std::string label = name.empty() ? "workerGroupSpecs[" + std::to_string(index) + "]"
                                    : webhook::quote_bounded(name);
-  std::string where = id + "worker group " + label + ": ";
+  std::string where = ctx.id + "worker group " + label + ": ";
   const json* tmpl = member(group, "template");
   const json* containers = member(tmpl, "spec", "containers");
   if (containers == nullptr || !containers->is_array() || containers->empty()) {
@@ -154,52 +262,223 @@ webhook::Status check_group(const json& group, std::size_t index, const std::str
   if (!given) {
     return given.error();
   }
-  for (std::string& advice : slice->advisories()) {
-    warnings.push_back(where + advice);
+  // V5: the names every Pod of the group would be given (the Pod path denies each Pod otherwise).
+  bool megascale = std::any_of(tpu->begin(), tpu->end(), [&](const TpuContainer& t) {
+    return env_present((*containers)[static_cast<std::size_t>(t.index)], keys::kMegascaleNumSlices);
+  });
+  if (slice->multi_host() || megascale) {
+    std::string svc = headless_service(ctx.sources.services, ctx.object.ns, ctx.object.cluster,
+                                       ctx.sources.kuberay);
+    if (webhook::Status st = check_dns_names(svc, ctx.object.cluster, name, slice->hosts()); !st) {
+      return deny(reasons::kInvalidName, where + st.error().message);
+    }
   }
+  for (std::string& advice : slice->advisories()) {
+    ctx.warnings.push_back(where + advice);
+  }
+  check_multislice(group, where, *containers, *tpu, *slice, ctx);
+  check_pods_reach_webhook(group, where, *slice, ctx);
   std::optional<std::string_view> subslice = string_member(annotations, keys::kSubsliceAnnotation);
-  bool kueue = cluster_kueue || kueue_managed(member(tmpl, "metadata", "labels"), annotations) ||
+  bool kueue = ctx.cluster_kueue ||
+               kueue_managed(member(tmpl, "metadata", "labels"), annotations) ||
                kueue_managed(member(group, "labels"), nullptr);
   if (subslice && !kueue && *given > 1) {
-    return check_subslice(where, *subslice, node_selector, static_cast<int>(*given), nodes,
-                          warnings);
+    return check_subslice(where, *subslice, node_selector, static_cast<int>(*given),
+                          ctx.sources.nodes, ctx.warnings);
   }
   return {};
 }
 
+constexpr std::array<RayKind, 3> kRayKinds = {{
+    {"RayCluster", "rayclusters", "spec"},
+    {"RayJob", "rayjobs", "spec.rayClusterSpec"},
+    {"RayService", "rayservices", "spec.rayClusterConfig"},
+}};
+
+// Answers no Service: validate_raycluster's callers know none.
+class NoServices : public ServiceSource {
+ public:
+  std::optional<std::string> headless_service(std::string_view, std::string_view) override {
+    return std::nullopt;
+  }
+};
+
 }  // namespace
 
-ClusterReport validate_raycluster(const json& cluster, NodeSource& nodes,
-                                  std::string_view request_ns) {
+std::span<const RayKind> ray_kinds() { return kRayKinds; }
+
+const RayKind* find_ray_kind(std::string_view kind) {
+  for (const RayKind& k : kRayKinds) {
+    if (k.kind == kind) {
+      return &k;
+    }
+  }
+  return nullptr;
+}
+
+std::string RayObject::display() const {
+  return std::string(kind != nullptr ? kind->kind : "object") + " " +
+         (ns.empty() ? "" : webhook::bounded(ns) + "/") + webhook::bounded(name);
+}
+
+webhook::Result<RayObject> read_ray_object(const json& object, std::string_view kind,
+                                           std::string_view request_ns) {
+  RayObject o;
+  o.kind = find_ray_kind(kind);
+  if (o.kind == nullptr) {
+    return webhook::invalid_argument("kind " + webhook::quote_bounded(kind) +
+                                     " is not a RayCluster, RayJob or RayService");
+  }
+  o.metadata = member(object, "metadata");
+  o.name = std::string(string_member(o.metadata, "name").value_or(""));
+  o.ns = std::string(string_member(o.metadata, "namespace").value_or(request_ns));
+  if (o.kind->kind == "RayCluster") {
+    o.cluster = o.name;
+    o.spec = member(object, "spec");
+  } else {
+    o.cluster = o.name + "-" + std::string(kGeneratedSuffix);
+    o.generated_name = true;
+    o.spec = o.kind->kind == "RayJob" ? member(object, "spec", "rayClusterSpec")
+                                      : member(object, "spec", "rayClusterConfig");
+    if (o.kind->kind == "RayJob") {
+      std::string_view selected =
+          string_member(member(object, "spec", "clusterSelector"), keys::kClusterLabel)
+              .value_or("");
+      if (!selected.empty()) {
+        // KubeRay runs the job on that RayCluster and ignores rayClusterSpec.
+        o.existing_cluster = std::string(selected);
+        o.cluster = o.existing_cluster;
+        o.generated_name = false;
+        o.spec = nullptr;
+      }
+    }
+  }
+  if (o.spec != nullptr && o.spec->is_null()) {
+    o.spec = nullptr;
+  }
+  if (o.spec != nullptr && !o.spec->is_object()) {
+    return webhook::invalid_argument(o.display() + ": " + std::string(o.kind->spec_field) +
+                                     " must be an object (a RayCluster spec)")
+        .with_reason(reasons::kMalformedObject);
+  }
+  return o;
+}
+
+json generated_raycluster(const RayObject& o) {
+  if (o.spec == nullptr) {
+    return nullptr;
+  }
+  json metadata = {{"name", o.cluster}, {"namespace", o.ns}};
+  json labels = json::object();
+  json annotations = json::object();
+  if (const json* l = member(o.metadata, "labels"); l != nullptr && l->is_object()) {
+    labels = *l;
+  }
+  if (const json* a = member(o.metadata, "annotations"); a != nullptr && a->is_object()) {
+    annotations = *a;
+  }
+  if (o.generated_name) {
+    labels["ray.io/originated-from-cr-name"] = o.name;
+    labels["ray.io/originated-from-crd"] = std::string(o.kind->kind);
+  }
+  if (!labels.empty()) {
+    metadata["labels"] = std::move(labels);
+  }
+  if (!annotations.empty()) {
+    metadata["annotations"] = std::move(annotations);
+  }
+  return {{"apiVersion", "ray.io/v1"},
+          {"kind", "RayCluster"},
+          {"metadata", std::move(metadata)},
+          {"spec", *o.spec}};
+}
+
+std::string headless_service(ServiceSource& services, std::string_view ns, std::string_view cluster,
+                             topology::KubeRayVersion kuberay, bool* live) {
+  std::optional<std::string> found = services.headless_service(ns, cluster);
+  if (live != nullptr) {
+    *live = found.has_value();
+  }
+  return found ? *found : topology::headless_service_name(cluster, kuberay);
+}
+
+webhook::Status check_dns_names(std::string_view service, std::string_view cluster,
+                                std::string_view group, int hosts) {
+  if (!topology::is_dns1123_label(service)) {
+    return webhook::invalid_argument(
+               "headless Service name " + webhook::quote_bounded(service) + " (from RayCluster " +
+               webhook::quote_bounded(cluster) +
+               ") is not a DNS label (at most 63 lowercase letters, digits and '-'), so it "
+               "cannot be the Pod's subdomain; shorten or rename the RayCluster")
+        .with_reason(reasons::kInvalidName);
+  }
+  std::string last_host = topology::host_name(group, 0, hosts - 1);
+  if (!topology::is_dns1123_label(last_host)) {
+    return webhook::invalid_argument(
+               "worker group name " + webhook::quote_bounded(group) + " gives hostnames such as " +
+               webhook::quote_bounded(last_host) +
+               " that are not DNS labels (at most 63 lowercase letters, digits and '-'); rename "
+               "the worker group")
+        .with_reason(reasons::kInvalidName);
+  }
+  return {};
+}
+
+ClusterReport validate_ray_object(const RayObject& o, const ValidationSources& sources) {
   ClusterReport report;
-  const json* metadata = member(cluster, "metadata");
-  std::string name(string_member(metadata, "name").value_or(""));
-  std::string ns(string_member(metadata, "namespace").value_or(request_ns));
-  // Names are cut (webhook::bounded): `id` starts every message and warning about the cluster.
-  std::string id = "RayCluster " + (ns.empty() ? "" : webhook::bounded(ns) + "/") +
-                   webhook::bounded(name) + ": ";
-  const json* groups = member(cluster, "spec", "workerGroupSpecs");
+  if (o.spec == nullptr) {
+    return report;
+  }
+  // Names are cut (webhook::bounded): `id` starts every message and warning about the object.
+  std::string id = o.display() + ": ";
+  const json* groups = member(*o.spec, "workerGroupSpecs");
   if (groups == nullptr || groups->is_null()) {
     return report;
   }
   if (!groups->is_array()) {
-    report.status = deny(reasons::kMalformedObject, id + "spec.workerGroupSpecs must be an array");
+    report.status = deny(reasons::kMalformedObject, id + std::string(o.kind->spec_field) +
+                                                        ".workerGroupSpecs must be an array");
     return report;
   }
-  bool cluster_kueue = kueue_managed(member(metadata, "labels"), member(metadata, "annotations"));
-  for (std::size_t i = 0; i < groups->size(); ++i) {
+  std::vector<std::string> warnings;
+  GroupContext ctx{
+      o,     sources,
+      id,    kueue_managed(member(o.metadata, "labels"), member(o.metadata, "annotations")),
+      false, warnings};
+  for (const json& g : *groups) {
+    ctx.cluster_multi_host = ctx.cluster_multi_host || integer_member(g, "numOfHosts", 1) > 1;
+  }
+  for (std::size_t i = 0; i < groups->size() && report.status; ++i) {
     const json& group = (*groups)[i];
-    report.status =
-        group.is_object()
-            ? check_group(group, i, id, cluster_kueue, nodes, report.warnings)
-            : deny(reasons::kMalformedObject,
-                   id + "spec.workerGroupSpecs[" + std::to_string(i) + "] must be an object");
+    report.status = group.is_object()
+                        ? check_group(group, i, ctx)
+                        : deny(reasons::kMalformedObject,
+                               id + std::string(o.kind->spec_field) + ".workerGroupSpecs[" +
+                                   std::to_string(i) + "] must be an object");
     if (!report.status) {
       report.denied_group = string_member(&group, "groupName").value_or("");
-      return report;
+    }
+  }
+  // Each warning once: groups alike give alike warnings.
+  std::set<std::string> seen;
+  for (std::string& w : warnings) {
+    if (seen.insert(w).second) {
+      report.warnings.push_back(std::move(w));
     }
   }
   return report;
+}
+
+ClusterReport validate_raycluster(const json& cluster, NodeSource& nodes,
+                                  std::string_view request_ns) {
+  NoServices services;
+  webhook::Result<RayObject> o = read_ray_object(cluster, "RayCluster", request_ns);
+  if (!o) {
+    ClusterReport report;
+    report.status = o.error();
+    return report;
+  }
+  return validate_ray_object(*o, {nodes, services, topology::KubeRayVersion{}});
 }
 
 }  // namespace podpatch

@@ -7,6 +7,7 @@
 
 #include <span>
 #include <string_view>
+#include <vector>
 
 namespace topology {
 
@@ -19,7 +20,17 @@ struct Accelerator {
   bool single_host_only;                // the legacy tpu-v5-lite-device offers no multi-host slices
 
   bool offers_chips_per_host(int chips) const;
+
+  // The google.com/tpu values a host of a slice of `slice_chips` chips can have: the machine type
+  // holding the whole slice on one VM, and for larger slices the multi-host machine type
+  // (kMultiHostChipsPerVm chips per VM), when it divides the slice (docs/topology.md §1). Empty
+  // when no machine type fits.
+  std::vector<int> chips_per_host_for(int slice_chips) const;
 };
+
+// Multi-host slices of every known generation run on VMs of this many chips (the -4t machine
+// types).
+inline constexpr int kMultiHostChipsPerVm = 4;
 
 // All known accelerators, in the order of the GKE documentation.
 std::span<const Accelerator> accelerators();
@@ -33,5 +44,10 @@ int chiplets_per_chip(std::string_view label);
 
 // "tpu7x" by the same prefix rule.
 bool is_tpu7x(std::string_view label);
+
+// The known label a mistyped one most likely meant: the closest by edit distance (a swap of two
+// neighbouring characters counts as one edit) within about a quarter of its length, or the label
+// of a generation named by its short name ("v6e", "TPU-V6E"). Empty when nothing is close.
+std::string_view closest_accelerator(std::string_view label);
 
 }  // namespace topology

@@ -55,16 +55,28 @@ std::vector<std::string> Slice::advisories() const {
     for (const Accelerator& a : accelerators()) {
       labels += (labels.empty() ? "" : ", ") + std::string(a.label);
     }
+    std::string_view guess = closest_accelerator(accelerator_);
     out.push_back("accelerator " + webhook::quote_bounded(accelerator_) +
-                  " is not a known GKE TPU accelerator (" + labels + "); treated as a TPU with " +
-                  std::to_string(chiplets_) +
+                  " is not a known GKE TPU accelerator (" +
+                  (guess.empty() ? "" : "did you mean " + webhook::quote(guess) + "? known: ") +
+                  labels + "); treated as a TPU with " + std::to_string(chiplets_) +
                   " device(s) per chip. Check nodeSelector cloud.google.com/gke-tpu-accelerator");
     return out;
   }
+  // A chip count per host no machine type has, or one this slice's hosts do not have (an 8-chip
+  // VM holds a whole 2x4 slice, never a host of a 4x4 one). The legacy single-host accelerator's
+  // multi-host slices are advised about below instead.
+  std::string fix = chips_fix();
   if (!known_->offers_chips_per_host(chips_per_host_)) {
     out.push_back("google.com/tpu " + std::to_string(chips_per_host_) +
                   " per host: " + std::string(known_->label) + " machine types have " +
-                  list_of(known_->chips_per_host) + " chips per VM, so no node can run this Pod");
+                  list_of(known_->chips_per_host) + " chips per VM, so no node can run this Pod; " +
+                  fix);
+  } else if (!fix.empty() && !(known_->single_host_only && multi_host())) {
+    out.push_back("google.com/tpu " + std::to_string(chips_per_host_) +
+                  " per host: " + std::string(known_->label) + " " + shape_.text() +
+                  " slices do not run on VMs of " + std::to_string(chips_per_host_) +
+                  " chips, so no node can run this Pod; " + fix);
   }
   if (known_->dims != shape_.rank) {
     out.push_back("topology " + shape_.text() + " has " + std::to_string(shape_.rank) +
@@ -78,6 +90,24 @@ std::vector<std::string> Slice::advisories() const {
                   std::to_string(hosts_) + " hosts");
   }
   return out;
+}
+
+std::string Slice::chips_fix() const {
+  if (known_ == nullptr) {
+    return {};
+  }
+  std::vector<int> valid = known_->chips_per_host_for(chips());
+  if (std::find(valid.begin(), valid.end(), chips_per_host_) != valid.end()) {
+    return {};
+  }
+  if (valid.empty()) {
+    return "no " + std::string(known_->label) + " machine type fits topology " + shape_.text();
+  }
+  std::string values;
+  for (std::size_t i = 0; i < valid.size(); ++i) {
+    values += (i == 0 ? "" : " or ") + std::to_string(valid[i]);
+  }
+  return "a " + shape_.text() + " slice needs google.com/tpu " + values + " per host";
 }
 
 }  // namespace topology

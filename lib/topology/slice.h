@@ -49,6 +49,11 @@ class Slice {
   // use. Each is a full sentence.
   std::vector<std::string> advisories() const;
 
+  // For a known accelerator whose machine types cannot give a host of this slice
+  // chips_per_host() chips: the google.com/tpu values that can ("a 4x4 slice needs google.com/tpu
+  // 4 per host"), else "". Used in advisories() and in the numOfHosts denial (docs/spec.md V2).
+  std::string chips_fix() const;
+
  private:
   Slice() = default;
 

@@ -16,6 +16,9 @@ What it proves, and how:
   5. The default values render exactly the kustomize base (`kubectl kustomize deploy/manifests`):
      same kinds, names, namespaces, paths, ports, selectors and specs, apart from the labels
      only Helm adds and the image reference.
+  6. Every variant that renders, whatever its legacyIndexing value or cert mode, gives the
+     validating webhook the kustomize base's rules: rayclusters, rayjobs and rayservices at
+     CREATE and UPDATE; and the variants render every legacyIndexing value and cert mode.
 What it cannot prove: that Helm itself agrees with gotemplate.py. deploy.chart_helm checks
 that with a real helm when one is installed, and compares the two renderers' output.
 
@@ -455,6 +458,41 @@ def compare_with_kustomize(chart_objs, kobjs, r):
             r.check(False, f"{key[0]} {key[1]}: chart vs kustomize: {d}")
 
 
+LEGACY_MODES = {"auto", "on", "off"}
+CERT_MODES = {"certManager", "selfSigned", "existingSecret"}
+
+
+def check_validating_everywhere(rendered, kobjs, r, renderer="chart"):
+    """Every rendered variant, whatever its legacyIndexing value or cert mode, sends the
+    validating webhook exactly what the kustomize base sends it (rayclusters, rayjobs and
+    rayservices at CREATE and UPDATE: check_install holds each to dc.check_validating_rules),
+    and the variants render every legacyIndexing value and every cert mode, so none goes
+    unchecked. rendered: (variant name, objects, check_install keyword args)."""
+    want = dc.validating_rules(kobjs) if kobjs is not None else None
+    if want is not None:
+        dc.check_validating_rules(want, "kustomize base: validating", r)
+    legacy_seen, modes_seen = set(), set()
+    for vname, objs, expect in rendered:
+        rules = dc.validating_rules(objs)
+        if want is not None:
+            r.check(rules == want, f"{renderer} variant {vname!r}: validating rules {rules}, "
+                                   f"want the kustomize base's {want}")
+        deps = [o for o in objs if o["kind"] == "Deployment" and o["metadata"]["name"] == dc.NAME]
+        conts = (deps[0] if deps else {}).get("spec", {}).get("template", {}).get("spec", {}) \
+            .get("containers") or [{}]
+        legacy_seen.add(dc.parse_args(conts[0].get("args", [])).get("legacy-indexing", "auto"))
+        modes_seen.add(expect.get("cert_mode", "certManager"))
+    r.check(LEGACY_MODES <= legacy_seen,
+            f"{renderer}: no variant renders legacyIndexing {sorted(LEGACY_MODES - legacy_seen)}, "
+            "so its validating rules go unchecked")
+    r.check(CERT_MODES <= modes_seen,
+            f"{renderer}: no variant renders cert mode {sorted(CERT_MODES - modes_seen)}, "
+            "so its validating rules go unchecked")
+    print(f"{renderer}: {len(rendered)} variants (legacyIndexing {sorted(legacy_seen)}, cert "
+          f"modes {sorted(modes_seen)}) compared with the kustomize base on what the validating "
+          f"webhook is sent: {dc.VALIDATED_OPERATIONS} of {dc.VALIDATED_RESOURCES}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--root", required=True)
@@ -466,6 +504,7 @@ def main():
 
     coverage, used = set(), set()
     default_objs = None
+    rendered = []
     for vname, over, lookup, expect, extra in VARIANTS:
         try:
             out = render(files, defines, chart, merge(values, over), lookup, coverage, used)
@@ -483,6 +522,7 @@ def main():
             continue
         objs = objects_of(out, f"variant {vname!r}", r)
         check_variant(vname, objs, expect, extra, r)
+        rendered.append((vname, objs, expect))
         if vname == "defaults":
             default_objs = objs
 
@@ -500,11 +540,13 @@ def main():
                     if not any(u == p or u.startswith(p + ".") for u in used))
     r.check(not unused, f"values no template reads: {unused}")
 
-    # The default values render exactly the kustomize base.
+    # The default values render exactly the kustomize base, and every variant validates what it
+    # validates.
+    kobjs = kustomize_objects(args.root, args.kubectl, r)
     if r.check(default_objs is not None, "the defaults variant did not render"):
-        kobjs = kustomize_objects(args.root, args.kubectl, r)
         if kobjs is not None:
             compare_with_kustomize(default_objs, kobjs, r)
+    check_validating_everywhere(rendered, kobjs, r)
     return r.finish("chart structure")
 
 

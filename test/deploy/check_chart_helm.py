@@ -4,8 +4,10 @@
 `helm lint`, then `helm template` for every variant of check_chart.VARIANTS: refused variants
 must fail with the same message; the others must pass the same install checks, and their
 objects must equal what gotemplate.py renders for them (so the helm-less structural test is
-known to agree with Helm). In selfSigned mode the generated certificate is inspected with
-openssl: it must be signed by the CA in caBundle and name the webhook Service.
+known to agree with Helm), and every one must give the validating webhook the kustomize base's
+rules (rayclusters, rayjobs and rayservices at CREATE and UPDATE). In selfSigned mode the
+generated certificate is inspected with openssl: it must be signed by the CA in caBundle and
+name the webhook Service.
 
 Usage: check_chart_helm.py --root REPO_ROOT [--helm PATH] [--kubectl PATH]
 Exit 77 (skipped) when no helm is found on PATH or given with --helm / $HELM.
@@ -87,6 +89,7 @@ def main():
     r.check(lint.returncode == 0, f"helm lint --strict failed:\n{lint.stdout}{lint.stderr}")
 
     chart, values, files, defines = cc.load_chart(chart_dir, r)
+    rendered = []
     with tempfile.TemporaryDirectory() as tmp:
         vfile = os.path.join(tmp, "values.yaml")
         for vname, over, lookup, expect, extra in cc.VARIANTS:
@@ -107,6 +110,7 @@ def main():
             self_signed = expect.get("cert_mode") == "selfSigned"
             exp = dict(expect, ca_bundle=None) if self_signed else expect
             cc.check_variant(vname, objs, exp, None if self_signed else extra, r)
+            rendered.append((vname, objs, expect))
             if self_signed:
                 check_certificate(objs, r, tmp)
             # gotemplate.py must agree with helm on this variant.
@@ -122,6 +126,9 @@ def main():
                 kobjs = cc.kustomize_objects(args.root, args.kubectl, r)
                 if kobjs is not None:
                     cc.compare_with_kustomize(objs, kobjs, r)
+    # Every variant helm renders validates what the kustomize base validates.
+    cc.check_validating_everywhere(rendered, cc.kustomize_objects(args.root, args.kubectl, r), r,
+                                   renderer="helm")
     return r.finish("chart with helm")
 
 

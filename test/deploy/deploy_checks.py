@@ -39,6 +39,11 @@ RBAC = {("", r, v) for r in ("pods", "nodes", "services") for v in ("get", "list
 LEASE_ROLE = "kuberay-tpu-webhook-leases"
 LEASE_RBAC = {("coordination.k8s.io", "leases", v)
               for v in ("get", "list", "watch", "create", "update", "delete")}
+# What the validating webhook is sent: RayClusters, and the RayJobs and RayServices whose embedded
+# RayCluster spec (spec.rayClusterSpec, spec.rayClusterConfig) KubeRay generates a RayCluster
+# from, at CREATE and UPDATE; in one rule, ray.io/v1, namespaced, for every install variant.
+VALIDATED_RESOURCES = ["rayclusters", "rayjobs", "rayservices"]
+VALIDATED_OPERATIONS = ["CREATE", "UPDATE"]
 # The binary's --claim-timeout default; it must stay inside the mutating webhook's timeout.
 CLAIM_TIMEOUT_DEFAULT = 3.0
 # The Downward API env the binary reads: its namespace (where the Leases live) and its name.
@@ -458,13 +463,9 @@ def check_install(objs, r, cert_mode="certManager", expect_defaults=True, namesp
     if expect_defaults:
         r.check(v.get("failurePolicy") == "Ignore",
                 f"validating: default failurePolicy {v.get('failurePolicy')}, want Ignore "
-                "(a down webhook must not block every RayCluster update)")
+                "(a down webhook must not block every RayCluster, RayJob and RayService update)")
     r.check(v.get("name") == f"raycluster-{NAME}.{NAMESPACE}.svc", f"validating webhook name {v.get('name')}")
-    rules = v.get("rules") or [{}]
-    r.check(len(rules) == 1 and rules[0].get("apiGroups") == ["ray.io"]
-            and rules[0].get("apiVersions") == ["v1"] and rules[0].get("resources") == ["rayclusters"]
-            and sorted(rules[0].get("operations", [])) == ["CREATE", "UPDATE"],
-            f"validating rules {v.get('rules')}")
+    check_validating_rules(v.get("rules"), "validating", r)
     r.check(v.get("sideEffects") in ("None", "NoneOnDryRun"), "validating sideEffects")
     r.check(not [o for o in objs if o["kind"] in ("MutatingWebhookConfiguration",
                                                    "ValidatingWebhookConfiguration")
@@ -495,6 +496,34 @@ def check_install(objs, r, cert_mode="certManager", expect_defaults=True, namesp
         else:
             r.check(not secrets, "existingSecret: the chart must not render a Secret")
     return idx
+
+
+def validating_rules(objs):
+    """The rules of the validating webhook in a set of objects (None when there is none)."""
+    for o in objs:
+        if o["kind"] == "ValidatingWebhookConfiguration" and o["metadata"]["name"] == VALIDATING:
+            hooks = o.get("webhooks") or [{}]
+            return hooks[0].get("rules")
+    return None
+
+
+def check_validating_rules(rules, what, r):
+    """The validating webhook's rules: exactly one, for ray.io/v1, namespaced, resources exactly
+    VALIDATED_RESOURCES (each once: no wildcard, no subresource such as rayjobs/status, nothing
+    left out) and operations exactly CREATE and UPDATE (no DELETE, no CONNECT, no "*")."""
+    want = {"operations": VALIDATED_OPERATIONS, "apiGroups": ["ray.io"], "apiVersions": ["v1"],
+            "resources": VALIDATED_RESOURCES, "scope": "Namespaced"}
+    ok = isinstance(rules, list) and len(rules) == 1 and isinstance(rules[0], dict)
+    rule = rules[0] if ok else {}
+    ok = ok and set(rule) == set(want)
+    for key in ("operations", "apiGroups", "apiVersions", "resources"):
+        got = rule.get(key)
+        ok = ok and isinstance(got, list) and sorted(got) == sorted(want[key]) \
+            and len(set(got)) == len(got)
+    ok = ok and rule.get("scope") == "Namespaced"
+    r.check(ok, f"{what} rules {rules}, want exactly one rule: operations "
+                f"{VALIDATED_OPERATIONS} of ray.io/v1 {VALIDATED_RESOURCES}, scope Namespaced")
+    return ok
 
 
 def check_memory_limit(c, flags, r):

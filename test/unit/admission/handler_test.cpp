@@ -192,6 +192,40 @@ TEST_CASE("V1: validation scope", "[admission][handler][validate]") {
     CHECK_FALSE(out.allowed);
     CHECK(out.reason == "malformed_object");
   }
+  SECTION("a RayJob and a RayService are validated by their RayCluster spec, named as written") {
+    for (auto [kind, field] : {std::pair<std::string, std::string>{"RayJob", "rayClusterSpec"},
+                               {"RayService", "rayClusterConfig"}}) {
+      json object = {{"apiVersion", "ray.io/v1"},
+                     {"kind", kind},
+                     {"metadata", {{"name", "work"}}},
+                     {"spec", {{field, invalid["spec"]}}}};
+      admission::Request r = testing::cluster_request(object);
+      r.kind = kind;
+      r.ns = "team";
+      admission::Response out = h.handler.validate(r);
+      CAPTURE(kind);
+      CHECK_FALSE(out.allowed);
+      CHECK(out.reason == "hosts_mismatch");
+      CHECK_THAT(out.message, Catch::Contains(": " + kind + " team/work: worker group \"g\": "));
+      // Its UPDATE that keeps the cluster spec (a RayJob's suspend) is not blocked.
+      admission::Request u = testing::cluster_request(object, "UPDATE");
+      u.kind = kind;
+      u.old_object = object;
+      u.object["spec"]["suspend"] = true;
+      CHECK(h.handler.validate(u).allowed);
+    }
+  }
+  SECTION("another ray.io kind is refused naming the three it handles") {
+    admission::Request r = testing::cluster_request(invalid);
+    r.kind = "RayCronJob";
+    admission::Response out = h.handler.validate(r);
+    CHECK_FALSE(out.allowed);
+    CHECK(out.reason == "wrong_kind");
+    CHECK(out.message ==
+          "the /validate webhook handles ray.io RayClusters, RayJobs and RayServices, but this "
+          "request is for kind \"ray.io/RayCronJob\"; point the ValidatingWebhookConfiguration's "
+          "rules at rayclusters, rayjobs and rayservices only");
+  }
 }
 
 TEST_CASE("bounds: too many containers or env entries are refused, not processed",

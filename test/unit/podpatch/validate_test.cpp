@@ -1,4 +1,5 @@
-// lib/podpatch/validate: docs/spec.md V1-V4, RayCluster validation with fake NodeSources.
+// lib/podpatch/validate: docs/spec.md V1-V5, RayCluster (RayJob, RayService) validation with fake
+// NodeSources.
 #include "podpatch/validate.h"
 
 #include <catch2/catch.hpp>
@@ -541,4 +542,243 @@ TEST_CASE("V2: messages show names longer than 253 bytes cut", "[podpatch][valid
   CHECK_THAT(v.status.error().message,
              Catch::Contains(": " + id + "worker group \"bad\": topology 4x4"));
   CHECK(v.status.error().message.size() < 1000);
+}
+
+namespace {
+
+class NoServices : public podpatch::ServiceSource {
+ public:
+  std::optional<std::string> headless_service(std::string_view, std::string_view) override {
+    return std::nullopt;
+  }
+};
+
+class OneService : public podpatch::ServiceSource {
+ public:
+  std::optional<std::string> headless_service(std::string_view ns,
+                                              std::string_view cluster) override {
+    if (ns == "default" && cluster == "rc") {
+      return "rc-workers";
+    }
+    return std::nullopt;
+  }
+};
+
+podpatch::ClusterReport validate_as(const json& object, const std::string& kind,
+                                    podpatch::ServiceSource& services) {
+  FakeNodes nodes;
+  webhook::Result<podpatch::RayObject> o = podpatch::read_ray_object(object, kind, "default");
+  REQUIRE(o.has_value());
+  return podpatch::validate_ray_object(*o, {nodes, services, topology::KubeRayVersion{}});
+}
+
+json ray_job(const json& cluster_spec, const std::string& name = "job") {
+  return {{"apiVersion", "ray.io/v1"},
+          {"kind", "RayJob"},
+          {"metadata", {{"name", name}, {"namespace", "ml"}}},
+          {"spec", {{"entrypoint", "python train.py"}, {"rayClusterSpec", cluster_spec}}}};
+}
+
+json with_env(json g, const std::string& name, const std::string& value) {
+  g["template"]["spec"]["containers"][0]["env"] =
+      json::array({json{{"name", name}, {"value", value}}});
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("V1: a RayJob's rayClusterSpec and a RayService's rayClusterConfig are validated",
+          "[podpatch][validate]") {
+  NoServices services;
+  json spec = cluster({group("tpu", "tpu-v6e-slice", "4x4", 4, json(2))})["spec"];
+  podpatch::ClusterReport job = validate_as(ray_job(spec), "RayJob", services);
+  REQUIRE_FALSE(job.status.ok());
+  CHECK(reason_of(job) == "hosts_mismatch");
+  CHECK(job.denied_group == "tpu");
+  CHECK(job.status.error().message ==
+        "Number of workers in worker group not equal to specified topology: RayJob ml/job: "
+        "worker group \"tpu\": topology 4x4 (nodeSelector cloud.google.com/gke-tpu-topology) has "
+        "16 chips at 4 chips per host, so it needs 4 hosts, but numOfHosts is 2; set numOfHosts: "
+        "4");
+
+  json service = {{"apiVersion", "ray.io/v1"},
+                  {"kind", "RayService"},
+                  {"metadata", {{"name", "serve"}}},
+                  {"spec", {{"serveConfigV2", "applications: []"}, {"rayClusterConfig", spec}}}};
+  podpatch::ClusterReport svc = validate_as(service, "RayService", services);
+  REQUIRE_FALSE(svc.status.ok());
+  CHECK_THAT(svc.status.error().message,
+             Catch::Contains(": RayService default/serve: worker group \"tpu\": topology 4x4"));
+
+  json good = cluster({group("tpu", "tpu-v6e-slice", "4x4", 4, json(4))})["spec"];
+  CHECK(validate_as(ray_job(good), "RayJob", services).status.ok());
+}
+
+TEST_CASE("V1: the generated RayCluster's name, and RayJobs that create none",
+          "[podpatch][validate]") {
+  json spec = cluster({group("tpu", "tpu-v6e-slice", "4x4", 4, json(2))})["spec"];
+  json job = ray_job(spec);  // a RayObject points into its object
+  webhook::Result<podpatch::RayObject> o = podpatch::read_ray_object(job, "RayJob", "");
+  REQUIRE(o.has_value());
+  CHECK(o->cluster == "job-xxxxx");
+  CHECK(o->generated_name);
+  CHECK(o->display() == "RayJob ml/job");
+  json rc = podpatch::generated_raycluster(*o);
+  CHECK(rc["metadata"]["name"] == "job-xxxxx");
+  CHECK(rc["metadata"]["namespace"] == "ml");
+  CHECK(rc["metadata"]["labels"]["ray.io/originated-from-crd"] == "RayJob");
+  CHECK(rc["metadata"]["labels"]["ray.io/originated-from-cr-name"] == "job");
+  CHECK(rc["spec"] == spec);
+
+  // clusterSelector: the job runs on an existing RayCluster; rayClusterSpec is ignored.
+  json selected = ray_job(spec);
+  selected["spec"]["clusterSelector"] = {{"ray.io/cluster", "shared"}};
+  o = podpatch::read_ray_object(selected, "RayJob", "");
+  REQUIRE(o.has_value());
+  CHECK(o->spec == nullptr);
+  CHECK(o->existing_cluster == "shared");
+  NoServices services;
+  CHECK(validate_as(selected, "RayJob", services).status.ok());
+
+  json bad = ray_job(spec);
+  bad["spec"]["rayClusterSpec"] = "not a spec";
+  CHECK(validate_as(job, "RayJob", services).status.error().reason == "hosts_mismatch");
+  webhook::Result<podpatch::RayObject> malformed = podpatch::read_ray_object(bad, "RayJob", "");
+  REQUIRE_FALSE(malformed.has_value());
+  CHECK(malformed.error().message ==
+        "RayJob ml/job: spec.rayClusterSpec must be an object (a RayCluster spec)");
+  CHECK_FALSE(podpatch::read_ray_object(spec, "RayCronJob", "").has_value());
+}
+
+TEST_CASE("V5: names that cannot become the DNS labels the webhook writes are denied",
+          "[podpatch][validate]") {
+  NoServices services;
+  // A group name with '_' is a valid label value for KubeRay, but no hostname.
+  podpatch::ClusterReport v = validate_as(
+      cluster({group("v6e_16", "tpu-v6e-slice", "4x4", 4, json(4))}), "RayCluster", services);
+  REQUIRE_FALSE(v.status.ok());
+  CHECK(reason_of(v) == "invalid_name");
+  CHECK(v.status.error().message ==
+        "RayCluster default/rc: worker group \"v6e_16\": worker group name \"v6e_16\" gives "
+        "hostnames such as \"v6e_16-0-3\" that are not DNS labels (at most 63 lowercase letters, "
+        "digits and '-'); rename the worker group");
+  // Single-host, not multi-slice: no hostnames, so the name is fine.
+  CHECK(validate_as(cluster({group("v6e_8", "tpu-v6e-slice", "2x4", 8, json(1))}), "RayCluster",
+                    services)
+            .status.ok());
+  // Single-host multi-slice Pods get hostnames too.
+  json ms =
+      with_env(group("v6e_8", "tpu-v6e-slice", "2x4", 8, json(1)), "MEGASCALE_NUM_SLICES", "1");
+  CHECK(reason_of(validate_as(cluster({ms}), "RayCluster", services)) == "invalid_name");
+
+  // A RayJob's generated cluster: <name>-xxxxx-headless must fit in 63 characters.
+  json spec = cluster({group("tpu", "tpu-v6e-slice", "4x4", 4, json(4))})["spec"];
+  std::string long_name(49, 'j');
+  podpatch::ClusterReport job = validate_as(ray_job(spec, long_name), "RayJob", services);
+  REQUIRE_FALSE(job.status.ok());
+  CHECK(reason_of(job) == "invalid_name");
+  CHECK(job.status.error().message ==
+        "RayJob ml/" + long_name + ": worker group \"tpu\": headless Service name \"" + long_name +
+            "-xxxxx-headless\" (from RayCluster \"" + long_name +
+            "-xxxxx\") is not a DNS label (at most 63 lowercase letters, digits and '-'), so it "
+            "cannot be the Pod's subdomain; shorten or rename the RayCluster");
+  CHECK(validate_as(ray_job(spec, std::string(48, 'j')), "RayJob", services).status.ok());
+}
+
+TEST_CASE("V2: a chips per host this slice's hosts do not have gets the google.com/tpu fix",
+          "[podpatch][validate]") {
+  NoServices services;
+  // 8 chips is a v6e machine type, but only of single-host 2x4 slices; a 4x4's hosts have 4.
+  podpatch::ClusterReport v = validate_as(
+      cluster({group("tpu", "tpu-v6e-slice", "4x4", 8, json(4))}), "RayCluster", services);
+  REQUIRE_FALSE(v.status.ok());
+  CHECK(reason_of(v) == "hosts_mismatch");
+  CHECK_THAT(v.status.error().message,
+             Catch::EndsWith("so it needs 2 hosts, but numOfHosts is 4; a 4x4 slice has hosts of "
+                             "4 chips: set google.com/tpu to 4 per host (numOfHosts 4 is then "
+                             "right)"));
+  podpatch::ClusterReport three = validate_as(
+      cluster({group("tpu", "tpu-v6e-slice", "4x4", 8, json(3))}), "RayCluster", services);
+  CHECK_THAT(three.status.error().message,
+             Catch::EndsWith("set google.com/tpu to 4 per host and numOfHosts: 4"));
+  // numOfHosts matching the wrong chip count is admitted, with the warning naming the values.
+  podpatch::ClusterReport two = validate_as(
+      cluster({group("tpu", "tpu-v6e-slice", "4x4", 8, json(2))}), "RayCluster", services);
+  CHECK(two.status.ok());
+  CHECK(two.warnings == std::vector<std::string>{
+                            "RayCluster default/rc: worker group \"tpu\": google.com/tpu 8 per "
+                            "host: tpu-v6e-slice 4x4 slices do not run on VMs of 8 chips, so no "
+                            "node can run this Pod; a 4x4 slice needs google.com/tpu 4 per host"});
+}
+
+TEST_CASE("V5: a mistyped accelerator is admitted with the label it probably meant",
+          "[podpatch][validate]") {
+  NoServices services;
+  podpatch::ClusterReport v = validate_as(
+      cluster({group("tpu", "tpu-v6e-slcie", "4x4", 4, json(4))}), "RayCluster", services);
+  CHECK(v.status.ok());
+  REQUIRE(v.warnings.size() == 1);
+  CHECK_THAT(v.warnings[0],
+             Catch::StartsWith("RayCluster default/rc: worker group \"tpu\": accelerator "
+                               "\"tpu-v6e-slcie\" is not a known GKE TPU accelerator (did you "
+                               "mean \"tpu-v6e-slice\"? known: "));
+}
+
+TEST_CASE("V5: MEGASCALE_NUM_SLICES should be the group's replicas", "[podpatch][validate]") {
+  NoServices services;
+  json g = with_env(group("tpu", "tpu-v6e-slice", "4x4", 4, json(4)), "MEGASCALE_NUM_SLICES", "4");
+  g["replicas"] = 2;
+  podpatch::ClusterReport v = validate_as(cluster({g}), "RayCluster", services);
+  CHECK(v.status.ok());
+  CHECK(v.warnings ==
+        std::vector<std::string>{
+            "RayCluster default/rc: worker group \"tpu\": MEGASCALE_NUM_SLICES is \"4\" but the "
+            "group has replicas: 2 (each replica is one slice), so the slices wait for peers that "
+            "never come or run apart; set MEGASCALE_NUM_SLICES to 2 or replicas to the number of "
+            "slices"});
+  g["replicas"] = 4;
+  CHECK(validate_as(cluster({g}), "RayCluster", services).warnings.empty());
+  json odd = with_env(g, "MEGASCALE_NUM_SLICES", "four");
+  CHECK(validate_as(cluster({odd}), "RayCluster", services).warnings.size() == 1);
+}
+
+TEST_CASE("V5: single-host multi-slice without a headless Service is warned about, with the fix",
+          "[podpatch][validate]") {
+  NoServices none;
+  json g =
+      with_env(group("v6e-8", "tpu-v6e-slice", "2x4", 8, json(1)), "MEGASCALE_NUM_SLICES", "2");
+  g["replicas"] = 2;
+  podpatch::ClusterReport v = validate_as(cluster({g}), "RayCluster", none);
+  CHECK(v.status.ok());
+  CHECK(
+      v.warnings ==
+      std::vector<std::string>{
+          "RayCluster default/rc: worker group \"v6e-8\": multi-slice on single-host slices: its "
+          "Pods reach the coordinator as v6e-8-0-0.rc-headless, but KubeRay creates the headless "
+          "Service \"rc-headless\" only for clusters with a multi-host worker group; create it in "
+          "namespace \"default\" with clusterIP: None, publishNotReadyAddresses: true, selector "
+          "ray.io/cluster=rc and ray.io/node-type=worker, and label "
+          "ray.io/headless-worker-svc=rc"});
+  // A live Service, or a multi-host group KubeRay creates the Service for: no warning.
+  OneService live;
+  CHECK(validate_as(cluster({g}), "RayCluster", live).warnings.empty());
+  json multi = group("big", "tpu-v6e-slice", "4x4", 4, json(4));
+  CHECK(validate_as(cluster({g, multi}), "RayCluster", none).warnings.empty());
+}
+
+TEST_CASE("V5: a template label that hides the Pods from the mutating webhook is warned about",
+          "[podpatch][validate]") {
+  NoServices services;
+  json g = group("tpu", "tpu-v6e-slice", "4x4", 4, json(4));
+  g["template"]["metadata"]["labels"]["app.kubernetes.io/name"] = "trainer";
+  podpatch::ClusterReport v = validate_as(cluster({g}), "RayCluster", services);
+  CHECK(v.status.ok());
+  CHECK(v.warnings == std::vector<std::string>{
+                          "RayCluster default/rc: worker group \"tpu\": its Pods are labelled "
+                          "app.kubernetes.io/name=\"trainer\", so the mutating webhook (which "
+                          "only sees Pods with app.kubernetes.io/name=kuberay) never sets their "
+                          "TPU environment and the slice cannot initialize; remove the label from "
+                          "the worker group"});
+  g["template"]["metadata"]["labels"]["app.kubernetes.io/name"] = "kuberay";
+  CHECK(validate_as(cluster({g}), "RayCluster", services).warnings.empty());
 }

@@ -82,3 +82,50 @@ TEST_CASE(
   CHECK(topology::is_tpu7x(label) == tpu7x);
   CHECK(topology::chiplets_per_chip(label) == (tpu7x ? 2 : 1));
 }
+
+TEST_CASE("chips_per_host_for: the VM holding the whole slice, or the 4-chip multi-host VM",
+          "[topology][accelerator]") {
+  auto [label, chips, want] = GENERATE(table<std::string, int, std::vector<int>>({
+      {"tpu-v6e-slice", 1, {1}},
+      {"tpu-v6e-slice", 4, {4}},
+      {"tpu-v6e-slice", 8, {8, 4}},  // 2x4: one 8-chip VM or two 4-chip ones
+      {"tpu-v6e-slice", 16, {4}},
+      {"tpu-v6e-slice", 256, {4}},
+      {"tpu-v6e-slice", 2, {}},  // 1x2: no machine type
+      {"tpu-v5-lite-device", 8, {8}},
+      {"tpu-v5-lite-device", 16, {}},  // single-host slices only
+      {"tpu-v4-podslice", 4, {4}},
+      {"tpu-v4-podslice", 64, {4}},
+      {"tpu7x", 1, {1}},
+      {"tpu7x", 4, {4}},
+      {"tpu7x", 8, {4}},
+      {"tpu7x", 2, {}},
+  }));
+  CAPTURE(label, chips);
+  const topology::Accelerator* a = topology::find_accelerator(label);
+  REQUIRE(a != nullptr);
+  CHECK(a->chips_per_host_for(chips) == want);
+}
+
+TEST_CASE("closest_accelerator: the label a typo meant, or nothing", "[topology][accelerator]") {
+  auto [typed, want] = GENERATE(table<std::string, std::string>({
+      {"tpu-v6e-slcie", "tpu-v6e-slice"},     // two letters swapped
+      {"tpu-v6e-slices", "tpu-v6e-slice"},    // one letter too many
+      {"tpu-v6e-podslice", "tpu-v6e-slice"},  // v4's naming carried over
+      {"TPU-V6E-SLICE", "tpu-v6e-slice"},     // case
+      {"tpu-v5p-podslice", "tpu-v5p-slice"},
+      {"tpu-v5-lite-pod", "tpu-v5-lite-podslice"},
+      {"tpu-v7x", "tpu7x"},
+      {"v6e", "tpu-v6e-slice"},  // a generation's short name
+      {"v5e", "tpu-v5-lite-podslice"},
+      {"tpu-v4", "tpu-v4-podslice"},
+      {"tpu-v6e-slice", ""},  // known: nothing to suggest
+      {"", ""},
+      {"nvidia-h100-80gb", ""},
+      {"gpu", ""},
+      {"tpu-v9-slice", ""},  // a version no known generation has: new hardware, not a typo
+      {std::string(200, 'x'), ""},
+  }));
+  CAPTURE(typed);
+  CHECK(topology::closest_accelerator(typed) == want);
+}

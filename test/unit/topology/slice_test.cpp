@@ -212,17 +212,35 @@ TEST_CASE("M7: advisories for shapes no GKE node can run", "[topology][slice]") 
            "4x4x4",
            8,
            {"google.com/tpu 8 per host: tpu-v4-podslice machine types have 4 chips per VM, so "
-            "no node can run this Pod"}},
+            "no node can run this Pod; a 4x4x4 slice needs google.com/tpu 4 per host"}},
           {"tpu-v6e-slice",
            "4x4",
            2,
            {"google.com/tpu 2 per host: tpu-v6e-slice machine types have 1, 4, 8 chips per VM, "
-            "so no node can run this Pod"}},
+            "so no node can run this Pod; a 4x4 slice needs google.com/tpu 4 per host"}},
+          // A machine type of the generation, but not one this slice's hosts are.
+          {"tpu-v6e-slice",
+           "4x4",
+           8,
+           {"google.com/tpu 8 per host: tpu-v6e-slice 4x4 slices do not run on VMs of 8 chips, so "
+            "no node can run this Pod; a 4x4 slice needs google.com/tpu 4 per host"}},
+          {"tpu-v6e-slice",
+           "2x2",
+           8,
+           {"google.com/tpu 8 per host: tpu-v6e-slice 2x2 slices do not run on VMs of 8 chips, so "
+            "no node can run this Pod; a 2x2 slice needs google.com/tpu 4 per host"}},
+          {"tpu-v5-lite-podslice",
+           "4x8",
+           1,
+           {"google.com/tpu 1 per host: tpu-v5-lite-podslice 4x8 slices do not run on VMs of 1 "
+            "chips, so no node can run this Pod; a 4x8 slice needs google.com/tpu 4 per host"}},
+          // A 2x4 slice is one 8-chip VM or two 4-chip ones.
+          {"tpu-v6e-slice", "2x4", 4, std::vector<std::string>{}},
           {"tpu7x",
            "2x2x2",
            8,
            {"google.com/tpu 8 per host: tpu7x machine types have 1, 4 chips per VM, so no node "
-            "can run this Pod"}},
+            "can run this Pod; a 2x2x2 slice needs google.com/tpu 4 per host"}},
           // A rank the generation does not use.
           {"tpu-v6e-slice",
            "2x2x2",
@@ -243,7 +261,8 @@ TEST_CASE("M7: advisories for shapes no GKE node can run", "[topology][slice]") 
            "2x2x4",
            2,
            {"google.com/tpu 2 per host: tpu-v5-lite-device machine types have 1, 4, 8 chips per "
-            "VM, so no node can run this Pod",
+            "VM, so no node can run this Pod; no tpu-v5-lite-device machine type fits topology "
+            "2x2x4",
             "topology 2x2x4 has 3 dimensions but tpu-v5-lite-device slices use 2 (such as 4x4)",
             "tpu-v5-lite-device offers single-host slices only; use tpu-v5-lite-podslice for 8 "
             "hosts"}},
@@ -278,4 +297,16 @@ TEST_CASE("M7: an unknown accelerator is advised about and still follows the chi
   CHECK_THAT(advice[0],
              Catch::Contains("treated as a TPU with " + std::to_string(chiplets) + " device(s)"));
   CHECK_THAT(advice[0], Catch::Contains("cloud.google.com/gke-tpu-accelerator"));
+}
+
+TEST_CASE("M7: a mistyped accelerator's advice names the label it probably meant",
+          "[topology][slice]") {
+  webhook::Result<topology::Slice> s = topology::Slice::create({"tpu-v6e-slcie", "4x4", 4});
+  REQUIRE(s.has_value());
+  CHECK(s->advisories() ==
+        std::vector<std::string>{
+            "accelerator \"tpu-v6e-slcie\" is not a known GKE TPU accelerator (did you mean "
+            "\"tpu-v6e-slice\"? known: tpu-v4-podslice, tpu-v5p-slice, tpu-v5-lite-podslice, "
+            "tpu-v5-lite-device, tpu-v6e-slice, tpu7x); treated as a TPU with 1 device(s) per "
+            "chip. Check nodeSelector cloud.google.com/gke-tpu-accelerator"});
 }
