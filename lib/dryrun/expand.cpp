@@ -1,9 +1,15 @@
 #include "dryrun/expand.h"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
+#include <charconv>
+#include <cmath>
+#include <optional>
+#include <system_error>
 
 #include "base/json/access.h"
+#include "dryrun/quantity.h"
 #include "podpatch/keys.h"
 #include "topology/names.h"
 
@@ -65,18 +71,359 @@ bool has_env(const json& env, std::string_view name) {
                      [&](const json& e) { return string_member(&e, "name") == name; });
 }
 
+// ---- The worker's `ray start` command, as KubeRay's Pod builder writes it ---------------------
+
+using Params = std::map<std::string, std::string>;
+
+constexpr std::string_view kOverwriteCmdAnnotation = "ray.io/overwrite-container-cmd";
+constexpr std::string_view kUlimit = "ulimit -n ${RAY_START_ULIMIT_OPEN_FILES:-65536}; ";
+
+// The accelerators KubeRay advertises to Ray under a custom resource name.
+std::optional<std::string_view> ray_accelerator_name(std::string_view resource) {
+  if (resource == keys::kTpuResource) {
+    return "TPU";
+  }
+  if (resource == "aws.amazon.com/neuroncore") {
+    return "neuron_cores";
+  }
+  return std::nullopt;
+}
+
+// A value of a map[string]string field (rayStartParams, the group's resources and labels) as
+// the API server holds it: YAML may type `8` as a number or `true` as a boolean, which read back
+// as their JSON text. Other values are not strings at all and are dropped.
+std::optional<std::string> scalar_text(const json& v) {
+  if (v.is_string()) {
+    return v.get<std::string>();
+  }
+  if (v.is_boolean()) {
+    return v.get<bool>() ? "true" : "false";
+  }
+  if (v.is_number()) {
+    return webhook::dump_json(v);
+  }
+  return std::nullopt;
+}
+
+Params string_map(const json* obj) {
+  Params out;
+  if (obj != nullptr && obj->is_object()) {
+    for (const auto& [k, v] : obj->items()) {
+      if (std::optional<std::string> text = scalar_text(v)) {
+        out[k] = std::move(*text);
+      }
+    }
+  }
+  return out;
+}
+
+// A container's limits or requests, by resource name (sorted by bytes, as Go's sort.Strings).
+// A quantity that does not parse is left out: the API server would have refused the Pod.
+std::map<std::string, Quantity> quantities(const json* list) {
+  std::map<std::string, Quantity> out;
+  for (const auto& [name, text] : string_map(list)) {
+    if (std::optional<Quantity> q = parse_quantity(text)) {
+      out.emplace(name, std::move(*q));
+    }
+  }
+  return out;
+}
+
+// KubeRay's IsGPUResourceKey: a name ending in "gpu", or an NVIDIA MIG slice
+// (nvidia.com/mig-<n>g.<m>gb).
+bool is_gpu_key(std::string_view key) {
+  if (key.ends_with("gpu")) {
+    return true;
+  }
+  auto digits = [](std::string_view& s) {
+    std::size_t n = 0;
+    while (n < s.size() && s[n] >= '0' && s[n] <= '9') {
+      ++n;
+    }
+    s.remove_prefix(n);
+    return n > 0;
+  };
+  constexpr std::string_view kMig = "nvidia.com/mig-";
+  for (std::size_t at = key.find(kMig); at != std::string_view::npos; at = key.find(kMig, at + 1)) {
+    std::string_view rest = key.substr(at + kMig.size());
+    if (digits(rest) && rest.starts_with("g.") && (rest.remove_prefix(2), digits(rest)) &&
+        rest == "gb") {
+      return true;
+    }
+  }
+  return false;
+}
+
+// The flag's value as Go's strconv.FormatInt(q.Value()) writes it; nothing when the value is
+// beyond int64 (where Go's answer wraps).
+void set_integer(Params& params, const std::string& flag, const Quantity& q) {
+  if (std::optional<std::int64_t> v = q.value()) {
+    params[flag] = std::to_string(*v);
+  }
+}
+
+// A float64 as Go's encoding/json writes it: the shortest digits that read back, as %f below
+// 1e21 and from 1e-6, else as %e with the exponent's leading zero dropped (1e-7, 1e+21).
+std::string go_json_float(double f) {
+  std::array<char, 64> buf{};
+  auto [end, ec] =
+      std::to_chars(buf.data(), buf.data() + buf.size(), f, std::chars_format::scientific);
+  std::string sci(buf.data(), ec == std::errc() ? end : buf.data());
+  double a = std::fabs(f);
+  if (a != 0 && (a < 1e-6 || a >= 1e21)) {
+    std::size_t n = sci.size();
+    if (n >= 4 && sci[n - 4] == 'e' && sci[n - 3] == '-' && sci[n - 2] == '0') {
+      sci.erase(n - 2, 1);
+    }
+    return sci;
+  }
+  // %f of the shortest digits. std::to_chars' fixed format would print a large double's exact
+  // value (123456789012345683968) where Go pads the shortest digits with zeros.
+  std::size_t e = sci.find('e');
+  int exponent = std::stoi(sci.substr(e + 1));
+  std::string sign = sci[0] == '-' ? "-" : "";
+  std::string digits = sci.substr(sign.size(), e - sign.size());
+  digits.erase(std::remove(digits.begin(), digits.end(), '.'), digits.end());
+  if (exponent < 0) {
+    return sign + "0." + std::string(static_cast<std::size_t>(-exponent - 1), '0') + digits;
+  }
+  auto point = static_cast<std::size_t>(exponent) + 1;
+  if (digits.size() <= point) {
+    return sign + digits + std::string(point - digits.size(), '0');
+  }
+  return sign + digits.substr(0, point) + "." + digits.substr(point);
+}
+
+// A JSON string as Go's encoding/json writes it (HTML-safe: <, > and & escaped). The input is
+// valid UTF-8 (documents are read as text), so only U+2028 and U+2029 need care beyond ASCII.
+void append_go_json_string(std::string& out, std::string_view s) {
+  constexpr std::string_view kHex = "0123456789abcdef";
+  out += '"';
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    auto c = static_cast<unsigned char>(s[i]);
+    std::string_view rest = s.substr(i);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c == '\n' || c == '\r' || c == '\t' || c == '\b' || c == '\f') {
+      out += '\\';
+      out += c == '\n' ? 'n' : c == '\r' ? 'r' : c == '\t' ? 't' : c == '\b' ? 'b' : 'f';
+    } else if (c < 0x20 || c == '<' || c == '>' || c == '&') {
+      out += "\\u00";
+      out += kHex[c >> 4];
+      out += kHex[c & 0xF];
+    } else if (rest.starts_with("\xE2\x80\xA8") || rest.starts_with("\xE2\x80\xA9")) {
+      out += rest[2] == '\xA8' ? "\\u2028" : "\\u2029";
+      i += 2;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  out += '"';
+}
+
+// Go's json.Marshal of a map[string]float64: keys sorted by bytes, no spaces. nullopt for a NaN
+// or an infinity, which Go refuses to encode (KubeRay then leaves --resources as it was).
+std::optional<std::string> go_json_resources(const std::map<std::string, double>& resources) {
+  std::string out = "{";
+  for (const auto& [name, value] : resources) {
+    if (!std::isfinite(value)) {
+      return std::nullopt;
+    }
+    if (out.size() > 1) {
+      out += ',';
+    }
+    append_go_json_string(out, name);
+    out += ':';
+    out += go_json_float(value);
+  }
+  return out + "}";
+}
+
+// The group's top-level `resources` (KubeRay >= 1.5) override the flags they name: cpu, memory
+// and a GPU become --num-cpus, --memory and --num-gpus; anything else replaces --resources.
+void apply_group_resources(Params& params, const json* resources) {
+  std::map<std::string, double> custom;
+  for (const auto& [name, text] : string_map(resources)) {
+    std::optional<Quantity> q = parse_quantity(text);
+    if (!q) {
+      continue;  // KubeRay logs and skips it
+    }
+    std::string key = lower(name);
+    if (key == "cpu") {
+      set_integer(params, "num-cpus", *q);
+    } else if (key == "memory") {
+      set_integer(params, "memory", *q);
+    } else if (is_gpu_key(key)) {
+      set_integer(params, "num-gpus", *q);
+    } else {
+      custom[name] = q->approximate();
+    }
+  }
+  if (!custom.empty()) {
+    if (std::optional<std::string> text = go_json_resources(custom)) {
+      params["resources"] = "'" + *text + "'";
+    }
+  }
+}
+
+// The group's top-level `labels` (KubeRay >= 1.5) become --labels=k1=v1,k2=v2, keys sorted.
+void apply_group_labels(Params& params, const json* labels) {
+  std::string text;
+  for (const auto& [k, v] : string_map(labels)) {
+    text += (text.empty() ? "" : ",") + k + "=" + v;
+  }
+  if (!text.empty()) {
+    params["labels"] = std::move(text);
+  }
+}
+
+// The --resources flag's current JSON object (surrounding quotes and spaces trimmed), or nullopt
+// when it is not an object of numbers: KubeRay then adds neither a GPU nor an accelerator.
+std::optional<std::map<std::string, double>> resources_map(const Params& params) {
+  std::map<std::string, double> out;
+  auto it = params.find("resources");
+  if (it == params.end()) {
+    return out;
+  }
+  constexpr std::string_view kTrim = "'\"` ";
+  std::string_view text = it->second;
+  std::size_t first = text.find_first_not_of(kTrim);
+  text = first == std::string_view::npos
+             ? std::string_view()
+             : text.substr(first, text.find_last_not_of(kTrim) - first + 1);
+  json v = json::parse(text.begin(), text.end(), nullptr, false);
+  if (v.is_null()) {
+    return out;  // Go decodes `null` as an empty map
+  }
+  if (!v.is_object()) {
+    return std::nullopt;  // not JSON (discarded) or not an object
+  }
+  for (const auto& [name, value] : v.items()) {
+    if (value.is_null()) {
+      out[name] = 0;
+    } else if (value.is_number() && std::isfinite(value.get<double>())) {
+      out[name] = value.get<double>();
+    } else {
+      return std::nullopt;
+    }
+  }
+  return out;
+}
+
+// --num-gpus from the first GPU limit, and the first accelerator limit (google.com/tpu ->
+// "TPU") into --resources unless it already names an accelerator.
+void add_accelerators(Params& params, const std::map<std::string, Quantity>& limits) {
+  if (limits.empty()) {
+    return;
+  }
+  std::optional<std::map<std::string, double>> resources = resources_map(params);
+  if (!resources) {
+    return;
+  }
+  bool accelerator_added = resources->contains("TPU") || resources->contains("neuron_cores");
+  for (const auto& [name, q] : limits) {
+    if (!params.contains("num-gpus") && is_gpu_key(name) && !q.is_zero()) {
+      set_integer(params, "num-gpus", q);
+    }
+    std::optional<std::string_view> ray_name = ray_accelerator_name(name);
+    if (accelerator_added || !ray_name || q.is_zero()) {
+      continue;
+    }
+    accelerator_added = true;
+    (*resources)[std::string(*ray_name)] = q.approximate();
+    std::optional<std::string> text = go_json_resources(*resources);
+    if (!text) {
+      return;
+    }
+    params["resources"] = "'" + *text + "'";
+  }
+}
+
+// Flags from the Ray container's resources when the params do not set them: --num-cpus from the
+// cpu limit (else the request), --memory from the memory limit only, then the accelerators.
+void add_container_resources(Params& params, const json& container) {
+  std::map<std::string, Quantity> limits = quantities(member(container, "resources", "limits"));
+  std::map<std::string, Quantity> requests = quantities(member(container, "resources", "requests"));
+  if (!params.contains("num-cpus")) {
+    for (const auto* list : {&limits, &requests}) {
+      auto cpu = list->find("cpu");
+      if (cpu != list->end() && !cpu->second.is_zero()) {
+        set_integer(params, "num-cpus", cpu->second);
+        break;
+      }
+    }
+  }
+  if (auto memory = limits.find("memory");
+      !params.contains("memory") && memory != limits.end() && !memory->second.is_zero()) {
+    set_integer(params, "memory", memory->second);
+  }
+  add_accelerators(params, limits);
+}
+
+// " --key=value " per param, keys sorted; a "true" value writes the bare switch " --key " and a
+// "false" one nothing, except for the flags that take an explicit boolean.
+std::string convert_param_map(const Params& params) {
+  std::string out;
+  for (const auto& [key, value] : params) {
+    std::string v = lower(value);
+    bool takes_boolean =
+        key == "log-color" || key == "include-dashboard" || key == "include-log-monitor";
+    if ((v == "true" || v == "false") && !takes_boolean) {
+      out += v == "true" ? " --" + key + " " : "";
+    } else {
+      out += " --" + key + "=" + value + " ";
+    }
+  }
+  return out;
+}
+
+// The worker's `ray start` command: the group's rayStartParams, its top-level resources and
+// labels, KubeRay's defaults for a worker, then the Ray container's resources.
+std::string ray_start_command(const json& group, const json& container,
+                              const std::string& address) {
+  Params params = string_map(member(group, "rayStartParams"));
+  apply_group_resources(params, member(group, "resources"));
+  apply_group_labels(params, member(group, "labels"));
+  params.try_emplace("address", address);
+  params.try_emplace("metrics-export-port", "8080");
+  params["block"] = "true";  // always: KubeRay relies on `ray start` not returning
+  params.try_emplace("dashboard-agent-listen-port", "52365");
+  add_container_resources(params, container);
+  return "ray start " + convert_param_map(params);
+}
+
+// KubeRay keeps the container's own command when it already runs `ray start` or the Pod asks
+// (ray.io/overwrite-container-cmd: "true"); otherwise the command becomes bash running the
+// container's command and args (each element as " <e> ", KubeRay's convertCmdToString), then the
+// generated one.
+void set_container_command(json& c, const std::string& start, bool overwrite) {
+  std::string cmd;
+  for (std::string_view key : {"command", "args"}) {
+    if (const json* list = member(c, key); list != nullptr && list->is_array()) {
+      for (const json& e : *list) {
+        if (e.is_string()) {
+          cmd += " " + e.get<std::string>() + " ";
+        }
+      }
+    }
+  }
+  if (overwrite || cmd.find("ray start") != std::string::npos) {
+    return;
+  }
+  std::string generated = std::string(kUlimit) + start;
+  c["command"] = json::array({"/bin/bash", "-c", "--"});
+  c["args"] = json::array({cmd.empty() ? generated : cmd + " && " + generated});
+}
+
 // The Ray container's additions (KubeRay setContainerEnvVars, command, metrics port). Returns the
 // template's env, which the wait-gcs-ready init container copies.
-json shape_ray_container(json& c, const std::string& fqdn, const std::string& head_svc) {
+json shape_ray_container(json& c, const json& group, bool overwrite_cmd, const std::string& fqdn,
+                         const std::string& head_svc) {
   json template_env = member(c, "env") != nullptr && c["env"].is_array() ? c["env"] : json::array();
   json env = template_env;
   std::string address = fqdn + ":6379";
-  std::string tpus;
-  if (const json* q = member(c, "resources", "limits", keys::kTpuResource)) {
-    tpus = q->is_string() ? q->get<std::string>() : webhook::dump_json(*q);
-  }
-  std::string start = "ray start  --address=" + address + "  --block  --metrics-export-port=8080" +
-                      (tpus.empty() ? "" : "  --resources='{\"TPU\":" + tpus + "}'") + " ";
+  std::string start = ray_start_command(group, c, address);
   env.push_back({{"name", "FQ_RAY_IP"}, {"value", fqdn}});
   env.push_back({{"name", "RAY_IP"}, {"value", head_svc}});
   env.push_back(env_field("RAY_CLUSTER_NAME", "metadata.labels['ray.io/cluster']"));
@@ -93,10 +440,7 @@ json shape_ray_container(json& c, const std::string& fqdn, const std::string& he
     }
   }
   c["env"] = std::move(env);
-  if (member(c, "command") == nullptr) {
-    c["command"] = json::array({"/bin/bash", "-c", "--"});
-    c["args"] = json::array({"ulimit -n ${RAY_START_ULIMIT_OPEN_FILES:-65536}; " + start});
-  }
+  set_container_command(c, start, overwrite_cmd);
   json& ports = c["ports"];
   if (!ports.is_array()) {
     ports = json::array();
@@ -108,6 +452,18 @@ json shape_ray_container(json& c, const std::string& fqdn, const std::string& he
     ports.push_back({{"name", "metrics"}, {"containerPort", 8080}});
   }
   return template_env;
+}
+
+// The template's annotations, plus ray.io/overwrite-container-cmd: "true" when the RayCluster
+// itself carries it (KubeRay copies it onto every Pod template).
+json template_annotations(const json& raycluster, const json& tmpl) {
+  const json* ann = member(tmpl, "metadata", "annotations");
+  json out = ann != nullptr && ann->is_object() ? *ann : json::object();
+  Params cluster = string_map(member(raycluster, "metadata", "annotations"));
+  if (lower(cluster[std::string(kOverwriteCmdAnnotation)]) == "true") {
+    out[std::string(kOverwriteCmdAnnotation)] = "true";
+  }
+  return out;
 }
 
 void add_shared_memory(json& spec, json& ray) {
@@ -235,9 +591,11 @@ webhook::Result<std::vector<WorkerPod>> expand_workers(const json& raycluster,
         }
       }
       md["labels"] = std::move(labels);
-      if (const json* ann = member(tmpl, "metadata", "annotations");
-          ann != nullptr && ann->is_object() && !ann->empty()) {
-        md["annotations"] = *ann;
+      json annotations = template_annotations(raycluster, *tmpl);
+      bool overwrite_cmd =
+          lower(string_map(&annotations)[std::string(kOverwriteCmdAnnotation)]) == "true";
+      if (!annotations.empty()) {
+        md["annotations"] = std::move(annotations);
       }
       md["ownerReferences"] = json::array({{{"apiVersion", "ray.io/v1"},
                                             {"kind", "RayCluster"},
@@ -250,7 +608,7 @@ webhook::Result<std::vector<WorkerPod>> expand_workers(const json& raycluster,
       if (spec.contains("containers") && spec["containers"].is_array() &&
           !spec["containers"].empty() && spec["containers"][0].is_object()) {
         json& ray = spec["containers"][0];
-        json template_env = shape_ray_container(ray, fqdn, head_svc);
+        json template_env = shape_ray_container(ray, g, overwrite_cmd, fqdn, head_svc);
         add_shared_memory(spec, ray);
         json& inits = spec["initContainers"];
         if (!inits.is_array()) {

@@ -1,9 +1,13 @@
 #pragma once
 // The worker Pods KubeRay would create for a RayCluster, shaped as KubeRay builds them
-// (DefaultWorkerPodTemplate): generateName, labels, owner reference, the Ray container's env and
-// metrics port, the wait-gcs-ready init container and the /dev/shm volume. The webhook reads
-// only metadata, nodeSelector, affinity and the containers' resources and env; the rest makes
-// the Pods look real (the ray start command is abbreviated, probes are left out).
+// (DefaultWorkerPodTemplate, BuildPod): generateName, labels, owner reference, the Ray
+// container's env and metrics port, its command, the wait-gcs-ready init container and the
+// /dev/shm volume. The `ray start` command is KubeRay's own: the group's rayStartParams, its
+// top-level resources and labels, KubeRay's worker defaults and flags from the Ray container's
+// cpu, memory, GPU and TPU resources (KUBERAY_GEN_RAY_START_CMD, and the container's args unless
+// it starts Ray itself or ray.io/overwrite-container-cmd is "true"). The webhook reads only
+// metadata, nodeSelector, affinity and the containers' resources and env; the rest makes the
+// Pods look real (probes are left out).
 //
 //   dryrun::ExpandOptions opts;                 // KubeRay's index labels on, as in KubeRay >= 1.6
 //   auto pods = dryrun::expand_workers(raycluster, opts);
