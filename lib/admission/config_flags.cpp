@@ -44,6 +44,27 @@ Flag<Config> kuberay_version_flag() {
 
 }  // namespace
 
+std::vector<Flag<LegacyIndexing>> legacy_indexing_flags() {
+  return {{.name = "legacy-indexing",
+           .value_name = "auto|on|off",
+           .help = "place Pods without KubeRay's index labels (KubeRay 1.4, or 1.5 without "
+                   "RayMultiHostIndexing) from the cluster's Pods and slot claims shared by every "
+                   "replica (needs API access; auto, the default: on when API access is "
+                   "configured, which in a Pod means always)",
+           .apply = [](LegacyIndexing& l, std::string_view v) -> webhook::Status {
+             if (v == "auto") {
+               l = LegacyIndexing::kAuto;
+             } else if (v == "on") {
+               l = LegacyIndexing::kOn;
+             } else if (v == "off") {
+               l = LegacyIndexing::kOff;
+             } else {
+               return webhook::invalid_argument("expected auto, on or off");
+             }
+             return {};
+           }}};
+}
+
 std::vector<Flag<Config>> config_flags() {
   return {
       kuberay_version_flag(),

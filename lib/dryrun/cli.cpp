@@ -1,5 +1,6 @@
 #include "dryrun/cli.h"
 
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -11,11 +12,15 @@
 #include "admission/review.h"
 #include "base/flags/flags.h"
 #include "base/json/access.h"
+#include "base/text/text.h"
 #include "dryrun/documents.h"
 #include "dryrun/expand.h"
 #include "dryrun/output.h"
 #include "kube/listed_cluster.h"
+#include "kube/slot_allocators.h"
+#include "podpatch/keys.h"
 #include "podpatch/pod_view.h"
+#include "podpatch/validate.h"
 
 namespace dryrun {
 
@@ -33,6 +38,10 @@ struct Options {
   bool indexing = true;
   std::string default_namespace = "default";
   admission::Config config;
+  admission::LegacyIndexing legacy = admission::LegacyIndexing::kAuto;
+  // The webhook configurations' namespaceSelector leaves these out (with kube-system and
+  // kube-node-lease, which it always leaves out).
+  std::vector<std::string> excluded_namespaces;
   bool help = false;
   bool version = false;
 };
@@ -120,6 +129,20 @@ const FlagTable<Options>& table() {
                          "print on stderr how each value was derived\n"
                          "(topology -> chips -> hosts -> placement -> names -> addresses)"))
         .add(namespace_flag())
+        .add({.name = "excluded-namespace",
+              .value_name = "NS",
+              .help = "a namespace the webhook configurations leave out (Helm value "
+                      "tpuWebhook.webhook.extraExcludedNamespaces); repeatable. kube-system and "
+                      "kube-node-lease always are. Objects there are reported as not sent to "
+                      "the webhook (exit 3).",
+              .apply = [](Options& o, std::string_view v) -> webhook::Status {
+                if (v.empty()) {
+                  return invalid_argument("expected a namespace name, not an empty one");
+                }
+                o.excluded_namespaces.emplace_back(v);
+                return {};
+              }})
+        .add(admission::legacy_indexing_flags(), &Options::legacy)
         .add(admission::config_flags(), &Options::config)
         .add(switch_flag("help", "h", &Options::help, true, "this text"))
         .add(switch_flag("version", "", &Options::version, true, "print the version"));
@@ -139,6 +162,12 @@ webhook::Result<Options> parse_flags(const std::vector<std::string>& args) {
   }
   if (!o.help && !o.version && o.files.empty()) {
     return invalid_argument("no input file; usage: webhook-dryrun [flags] FILE... (- reads stdin)");
+  }
+  if (o.legacy == admission::LegacyIndexing::kOff && !o.existing.empty()) {
+    return invalid_argument(
+        "--existing describes what the webhook reads through the Kubernetes API, which a "
+        "webhook with --legacy-indexing=off goes without (it sees no Pods, Nodes or Services); "
+        "drop one of the two");
   }
   return o;
 }
@@ -271,27 +300,31 @@ webhook::Status load_existing(const Options& o, std::istream& in, Cluster& clust
 }
 
 // What can be known wrong with an input before anything runs, so a bad input changes nothing:
-// an unsupported kind, an output format that does not apply, a RayCluster or worker group without
-// a name, an AdmissionReview without a readable uid.
+// an unsupported kind, an output format that does not apply, a ray.io object or worker group
+// without a name, an AdmissionReview without a readable uid.
 webhook::Status check_item(const Item& item, const Options& o) {
   if (item.kind == "Pod") {
     return {};
   }
-  if (item.kind == "RayCluster") {
+  if (const podpatch::RayKind* kind = podpatch::find_ray_kind(item.kind)) {
     if (o.output == "patch") {
-      return invalid_argument(item.where +
-                              ": -o patch applies to Pods; for a RayCluster use table, yaml, "
-                              "json or review");
+      return invalid_argument(item.where + ": -o patch applies to Pods; for a " + item.kind +
+                              " use table, yaml, json or review");
     }
-    if (string_member(member(item.object, "metadata"), "name").value_or("").empty()) {
-      return invalid_argument(item.where + ": the RayCluster has no metadata.name");
+    webhook::Result<podpatch::RayObject> ray =
+        podpatch::read_ray_object(item.object, kind->kind, o.default_namespace);
+    if (!ray) {
+      return invalid_argument(item.where + ": " + ray.error().message);
     }
-    const json* groups = member(item.object, "spec", "workerGroupSpecs");
+    if (ray->name.empty()) {
+      return invalid_argument(item.where + ": the " + item.kind + " has no metadata.name");
+    }
+    const json* groups = ray->spec != nullptr ? member(*ray->spec, "workerGroupSpecs") : nullptr;
     if (groups != nullptr && groups->is_array()) {
       for (std::size_t i = 0; i < groups->size(); ++i) {
         if (string_member(&(*groups)[i], "groupName").value_or("").empty()) {
-          return invalid_argument(item.where + ": spec.workerGroupSpecs[" + std::to_string(i) +
-                                  "] has no groupName");
+          return invalid_argument(item.where + ": " + std::string(kind->spec_field) +
+                                  ".workerGroupSpecs[" + std::to_string(i) + "] has no groupName");
         }
       }
     }
@@ -307,9 +340,55 @@ webhook::Status check_item(const Item& item, const Options& o) {
   }
   return invalid_argument(
       item.where + ": kind " + item.kind +
-      " is not supported; webhook-dryrun reads Pod, RayCluster, AdmissionReview or a "
-      "List of them");
+      " is not supported; webhook-dryrun reads Pod, RayCluster, RayJob, RayService, "
+      "AdmissionReview or a List of them");
 }
+
+// Exit codes combine to the most telling: a denial, else an object the webhook never sees, else
+// admitted.
+int worst(int a, int b) {
+  auto rank = [](int code) { return code == kExitDenied ? 2 : code == kExitNotSent ? 1 : 0; };
+  return rank(b) > rank(a) ? b : a;
+}
+
+// The webhook configurations' selectors (deploy/manifests/webhooks.yaml, the chart's
+// templates/webhook.yaml): why kube-apiserver would not send this object, or "".
+class Selectors {
+ public:
+  explicit Selectors(const Options& o) : excluded_(o.excluded_namespaces) {
+    excluded_.insert(excluded_.begin(), {"kube-system", "kube-node-lease"});
+  }
+
+  std::string namespace_excluded(std::string_view ns) const {
+    if (std::find(excluded_.begin(), excluded_.end(), ns) == excluded_.end()) {
+      return {};
+    }
+    return "namespace " + webhook::quote_bounded(ns) +
+           " is left out by the webhook configurations' namespaceSelector";
+  }
+
+  // The MutatingWebhookConfiguration's objectSelector and namespaceSelector.
+  std::string pod_not_sent(const json& pod, std::string_view ns) const {
+    if (std::string why = namespace_excluded(ns); !why.empty()) {
+      return why;
+    }
+    const json* labels = member(pod, "metadata", "labels");
+    for (auto [key, want] :
+         {std::pair{podpatch::keys::kAppNameLabel, podpatch::keys::kAppNameValue},
+          std::pair{podpatch::keys::kNodeTypeLabel, std::string_view("worker")}}) {
+      std::optional<std::string_view> has = string_member(labels, key);
+      if (has != want) {
+        return "the MutatingWebhookConfiguration's objectSelector needs the label " +
+               std::string(key) + "=" + std::string(want) + " and the Pod has " +
+               (has ? std::string(key) + "=" + webhook::quote_bounded(*has) : "none");
+      }
+    }
+    return {};
+  }
+
+ private:
+  std::vector<std::string> excluded_;
+};
 
 class Runner {
  public:
@@ -317,17 +396,36 @@ class Runner {
       : o_(o),
         io_(io),
         cluster_(cluster),
-        handler_(o.config, cluster.state.pods(), cluster.state.nodes(), cluster.state.services()) {}
+        selectors_(o),
+        handler_(o.config,
+                 o.legacy == admission::LegacyIndexing::kOff
+                     ? static_cast<podpatch::SlotAllocator&>(no_legacy_)
+                     : cluster.state.pods(),
+                 cluster.state.nodes(), cluster.state.services()) {}
 
   // Returns the exit code for one item that passed check_item, or an input problem.
   webhook::Result<int> run(Item& item) {
+    warned_.clear();  // each warning once per input object
     if (item.kind == "Pod") {
       return run_pod(item);
     }
-    if (item.kind == "RayCluster") {
-      return run_cluster(item);
+    if (item.kind == "AdmissionReview") {
+      return run_review(item);
     }
-    return run_review(item);
+    return run_ray_object(item);
+  }
+
+  // What is printed once all inputs ran: the one table of every Pod input, the patches of
+  // several Pods labelled by Pod.
+  void finish() {
+    if (!pod_rows_.empty()) {
+      io_.out << format_table(pod_rows_);
+    }
+    if (patches_.size() == 1) {
+      io_.out << webhook::dump_json(patches_[0]["patch"], 2) << "\n";
+    } else if (!patches_.empty()) {
+      io_.out << webhook::dump_json(patches_, 2) << "\n";
+    }
   }
 
  private:
@@ -345,9 +443,16 @@ class Runner {
     return r;
   }
 
+  // Each warning once per input object: a worker Pod's advice that validation already gave
+  // about its group (the same sentence after "<object>: worker group ...: ") is not repeated.
   void print_warnings(const admission::Response& r) {
     for (const std::string& w : r.warnings) {
-      io_.err << "Warning: " << w << "\n";
+      bool given = std::any_of(warned_.begin(), warned_.end(),
+                               [&](const std::string& seen) { return seen.ends_with(w); });
+      if (!given) {
+        warned_.push_back(w);
+        io_.err << "Warning: " << w << "\n";
+      }
     }
   }
 
@@ -374,10 +479,20 @@ class Runner {
     printed_yaml_ = true;
   }
 
+  static std::string pod_id(const admission::Request& req) {
+    return req.ns + "/" + pod_display_name(req.object);
+  }
+
   webhook::Result<int> run_pod(Item& item) {
     std::string out = o_.output.empty() ? "yaml" : o_.output;
-    admission::PodDecision decision;
     admission::Request req = request("Pod", "", std::move(item.object));
+    if (std::string why = selectors_.pod_not_sent(req.object, req.ns); !why.empty()) {
+      io_.err << item.where << ": Pod " << webhook::quote_bounded(pod_id(req))
+              << " is not sent to the webhook: " << why
+              << "; kube-apiserver creates it unchanged\n";
+      return kExitNotSent;
+    }
+    admission::PodDecision decision;
     admission::Response r = handler_.mutate(req, &decision);
     print_explain(decision, item.where + " (Pod " + podpatch::pod_name(req.object) + ")");
     print_warnings(r);
@@ -391,25 +506,36 @@ class Runner {
     }
     json patch = admission::has_patch(r) ? admission::patch_ops(r) : json::array();
     if (out == "patch") {
-      io_.out << webhook::dump_json(patch, 2) << "\n";
+      patches_.push_back({{"pod", pod_id(req)}, {"patch", std::move(patch)}});
       return kExitAdmitted;
     }
     json mutated = req.object.patch(patch);
     if (out == "table") {
-      io_.out << format_table({{1, std::string(podpatch_group(mutated)),
-                                r.placement ? r.placement->slot : podpatch::Slot{}, mutated}});
+      pod_rows_.push_back({static_cast<int>(pod_rows_.size()) + 1,
+                           std::string(podpatch_group(mutated)),
+                           r.placement ? r.placement->slot : podpatch::Slot{}, mutated});
     } else {
       print_object(mutated, out);
     }
     return kExitAdmitted;
   }
 
-  webhook::Result<int> run_cluster(Item& item) {
+  // A RayCluster, RayJob or RayService: validated as the server validates it, then the
+  // RayCluster KubeRay creates for it expanded into its worker Pods, each mutated.
+  webhook::Result<int> run_ray_object(Item& item) {
     std::string out = o_.output.empty() ? "table" : o_.output;
-    const json* md = member(item.object, "metadata");
-    std::string name(string_member(md, "name").value_or(""));
-    std::string ns(string_member(md, "namespace").value_or(o_.default_namespace));
-    admission::Request req = request("RayCluster", "ray.io", item.object);
+    std::ostream& verdict_out = out == "table" ? io_.out : io_.err;
+    admission::Request req = request(item.kind, "ray.io", item.object);
+    webhook::Result<podpatch::RayObject> ray =
+        podpatch::read_ray_object(item.object, item.kind, o_.default_namespace);
+    if (!ray) {  // check_item read it already
+      return invalid_argument(item.where + ": " + ray.error().message);
+    }
+    std::string id = ray->display();
+    if (std::string why = selectors_.namespace_excluded(ray->ns); !why.empty()) {
+      io_.err << item.where << ": " << id << " is not sent to the webhook: " << why << "\n";
+      return kExitNotSent;
+    }
     admission::Response verdict = handler_.validate(req);
     print_warnings(verdict);
     if (out == "review") {
@@ -417,50 +543,85 @@ class Runner {
       return verdict.allowed ? kExitAdmitted : kExitDenied;
     }
     if (!verdict.allowed) {
-      (out == "table" ? io_.out : io_.err) << item.where << ": denied: " << verdict.message << "\n";
+      verdict_out << item.where << ": denied: " << verdict.message << "\n";
       return kExitDenied;
+    }
+    if (ray->spec == nullptr) {
+      if (out == "table") {
+        io_.out << id << ": admitted; it runs on the existing RayCluster "
+                << webhook::quote_bounded(ray->existing_cluster)
+                << " (spec.clusterSelector), so KubeRay creates no Pods for it\n";
+      } else {
+        print_object({{"apiVersion", "v1"}, {"kind", "List"}, {"items", json::array()}}, out);
+      }
+      return kExitAdmitted;
     }
     ExpandOptions eo;
     eo.indexing = o_.indexing;
     eo.default_namespace = o_.default_namespace;
     eo.existing = cluster_.pods_per_group;
-    webhook::Result<std::vector<WorkerPod>> pods = expand_workers(item.object, eo);
+    webhook::Result<std::vector<WorkerPod>> pods =
+        expand_workers(podpatch::generated_raycluster(*ray), eo);
     if (!pods) {
       return invalid_argument(item.where + ": " + pods.error().message);
     }
     std::vector<TableRow> rows;
     json list = {{"apiVersion", "v1"}, {"kind", "List"}, {"items", json::array()}};
     int ordinal = 0;
+    int code = kExitAdmitted;
+    int not_sent = 0;
+    std::string subdomain;
     for (WorkerPod& w : *pods) {
-      admission::PodDecision decision;
       admission::Request pod_req = request("Pod", "", std::move(w.pod));
+      std::string title = "worker Pod #" + std::to_string(++ordinal) + " of group " + w.group;
+      if (std::string why = selectors_.pod_not_sent(pod_req.object, pod_req.ns); !why.empty()) {
+        verdict_out << item.where << ": " << title << " is not sent to the webhook: " << why
+                    << "; kube-apiserver creates it unchanged\n";
+        code = worst(code, kExitNotSent);
+        ++not_sent;
+        list["items"].push_back(std::move(pod_req.object));
+        continue;
+      }
+      admission::PodDecision decision;
       admission::Response r = handler_.mutate(pod_req, &decision);
-      ++ordinal;
-      print_explain(decision, "worker Pod #" + std::to_string(ordinal) + " of group " + w.group);
+      print_explain(decision, title);
       print_warnings(r);
       if (!r.allowed) {
-        (out == "table" ? io_.out : io_.err)
-            << item.where << ": worker Pod #" << ordinal << " of group " << w.group
-            << " denied: " << r.message << "\n";
+        verdict_out << item.where << ": " << title << " denied: " << r.message << "\n";
         return kExitDenied;
       }
       json mutated =
           pod_req.object.patch(admission::has_patch(r) ? admission::patch_ops(r) : json::array());
+      if (subdomain.empty()) {
+        subdomain = string_member(member(mutated, "spec"), "subdomain").value_or("");
+      }
       rows.push_back(
           {ordinal, w.group, r.placement ? r.placement->slot : podpatch::Slot{}, mutated});
       list["items"].push_back(std::move(mutated));
     }
     if (out == "table") {
-      io_.out << "RayCluster " << ns << "/" << name << ": admitted; " << rows.size()
-              << " worker Pod(s)" << (o_.indexing ? "" : " placed without KubeRay's index labels")
-              << "\n";
+      io_.out << id << ": admitted";
+      if (ray->generated_name) {
+        io_.out << "; KubeRay creates RayCluster " << ray->cluster << " (\""
+                << podpatch::kGeneratedSuffix
+                << "\" stands for the 5 random characters KubeRay picks)";
+      }
+      if (!subdomain.empty()) {
+        io_.out << "; peers resolve through headless Service " << subdomain;
+      }
+      io_.out << "; " << pods->size() << " worker Pod(s)"
+              << (o_.indexing ? "" : " placed without KubeRay's index labels");
+      if (not_sent > 0) {
+        io_.out << ", " << not_sent << " of them not sent to the webhook";
+      }
+      io_.out << "\n";
       if (!rows.empty()) {
         io_.out << format_table(rows);
       }
     } else {
       print_object(list, out);
     }
-    return kExitAdmitted;
+    return code;
   }
 
   webhook::Result<int> run_review(Item& item) {
@@ -470,10 +631,11 @@ class Runner {
     admission::PodDecision decision;
     if (!req) {  // check_item made sure the uid is readable
       r = admission::denied(admission::request_uid(text), req.error());
-    } else {
-      bool validate = req->kind == "RayCluster";
-      r = validate ? handler_.validate(*req) : handler_.mutate(*req, &decision);
+    } else if (req->kind == "Pod" && req->group.empty()) {
+      r = handler_.mutate(*req, &decision);
       print_explain(decision, item.where);
+    } else {
+      r = handler_.validate(*req);  // ray.io kinds; any other is refused as /validate refuses it
     }
     print_warnings(r);
     io_.out << webhook::dump_json(admission::to_json(r), 2) << "\n";
@@ -487,9 +649,14 @@ class Runner {
   const Options& o_;
   CliIo io_;
   Cluster& cluster_;
+  Selectors selectors_;
+  kube::DisabledSlotAllocator no_legacy_;
   admission::Handler handler_;
   int uid_ = 0;
   bool printed_yaml_ = false;
+  std::vector<std::string> warned_;
+  std::vector<TableRow> pod_rows_;
+  json patches_ = json::array();
 };
 
 // Prints one usage or input problem: one line on stderr, exit 2.
@@ -509,22 +676,33 @@ Usage: webhook-dryrun [flags] FILE...        (FILE "-" reads standard input)
 
 Inputs (YAML, multi-document YAML, or JSON; a v1 List of them is read item by item):
   Pod              prints the mutated Pod (docs/spec.md M1-M7), as the API server stores it
-  RayCluster       validates it (V1-V4), expands every worker group into the Pods KubeRay
+  RayCluster       validates it (V1-V5), expands every worker group into the Pods KubeRay
                    would create (replicas x numOfHosts, in creation order), runs each through
                    the webhook and prints the slice table
+  RayJob,          the same for the RayCluster KubeRay creates from spec.rayClusterSpec
+  RayService       (spec.rayClusterConfig), named <name>-xxxxx: "xxxxx" stands for the 5
+                   random characters KubeRay picks
   AdmissionReview  prints the AdmissionReview response the server would send
+
+A Pod or object the webhook configurations' selectors would not send to the webhook (a Pod
+without app.kubernetes.io/name=kuberay and ray.io/node-type=worker, a namespace they leave
+out) is reported as such on stderr, exit 3.
 
 Output (-o, --output):
   Pod:             yaml (default) | json | patch (the RFC 6902 JSON Patch; [] when nothing
-                   changes) | review | table
-  RayCluster:      table (default: pod, group, replica, host, TPU_WORKER_ID, hostname,
-                   TPU_NAME, TORCH_TPU_TOPOLOGY, first peer address) | yaml | json (the mutated
-                   Pods as a v1 List) | review (the validation response)
+                   changes; for several Pods a JSON array of {"pod": "NS/NAME", "patch": [...]})
+                   | review | table (one table for all Pod inputs)
+  RayCluster, RayJob, RayService:
+                   table (default: pod, group, replica, host, TPU_WORKER_ID, hostname,
+                   TPU_NAME, TORCH_TPU_TOPOLOGY, first peer address, and MEGASCALE slice/count
+                   when multi-slice) | yaml | json (the mutated Pods as a v1 List) | review (the
+                   validation response)
 
 )" + webhook::flags::render_help(table().docs(), {.column = 29, .equals = false}) +
          R"(
 Exit status: 0 admitted, 1 denied (the reason on stdout for a table, else stderr),
-2 bad usage or unreadable input (one line on stderr naming the file and the problem).
+2 bad usage or unreadable input (one line on stderr naming the file and the problem),
+3 not sent to the webhook (and nothing denied).
 Warnings the API server would show (kubectl "Warning:") go to stderr.
 
 Example:
@@ -574,8 +752,9 @@ int run_cli(const std::vector<std::string>& args, CliIo io) {
     if (!result) {
       return usage_error(io, result.error());
     }
-    code = std::max(code, *result);
+    code = worst(code, *result);
   }
+  runner.finish();
   return code;
 }
 

@@ -5,7 +5,8 @@
 //   std::ostringstream out, err;
 //   std::istringstream in;
 //   int code = dryrun::run_cli({"-o", "patch", "pod.yaml"}, {in, out, err});
-//   // 0 admitted, 1 denied, 2 bad usage or unreadable input (one line on err)
+//   // 0 admitted, 1 denied, 2 bad usage or unreadable input (one line on err), 3 not sent to
+//   // the webhook (its configurations' selectors)
 
 #include <iosfwd>
 #include <string>
@@ -22,6 +23,8 @@ struct CliIo {
 inline constexpr int kExitAdmitted = 0;
 inline constexpr int kExitDenied = 1;
 inline constexpr int kExitUsage = 2;
+// The webhook configurations' selectors would not send the object to the webhook.
+inline constexpr int kExitNotSent = 3;
 
 // Runs the CLI on `args` (argv without the program name).
 int run_cli(const std::vector<std::string>& args, CliIo io);

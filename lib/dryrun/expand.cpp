@@ -539,6 +539,9 @@ webhook::Result<std::vector<WorkerPod>> expand_workers(const json& raycluster,
   }
   std::string ns(string_member(metadata, "namespace").value_or(options.default_namespace));
   std::string uid(string_member(metadata, "uid").value_or("00000000-0000-4000-8000-000000000000"));
+  // KubeRay marks the workers of a RayService's cluster (the cluster's originated-from label).
+  bool from_service = string_member(member(metadata, "labels"), "ray.io/originated-from-crd") ==
+                      std::string_view("RayService");
   std::string head_svc = cluster + "-head-svc";
   std::string fqdn = head_svc + "." + ns + ".svc.cluster.local";
   const json* groups = member(raycluster, "spec", "workerGroupSpecs");
@@ -583,6 +586,9 @@ webhook::Result<std::vector<WorkerPod>> expand_workers(const json& raycluster,
       labels[std::string(keys::kNodeTypeLabel)] = "worker";
       labels[std::string(keys::kGroupLabel)] = group;
       labels["ray.io/is-ray-node"] = "yes";
+      if (from_service) {
+        labels["ray.io/serve"] = "true";  // a RayService's workers serve traffic
+      }
       if (options.indexing) {
         labels[std::string(keys::kReplicaIndexLabel)] = std::to_string(replica);
         if (hosts > 1) {

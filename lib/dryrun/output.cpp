@@ -75,6 +75,7 @@ struct TpuEnv {
   std::string tpu_name = "-";
   std::string topology = "-";
   std::string first_peer = "-";
+  std::string megascale;  // "SLICE_ID/NUM_SLICES" when multi-slice, else ""
 };
 
 TpuEnv tpu_env(const json& pod) {
@@ -94,6 +95,9 @@ TpuEnv tpu_env(const json& pod) {
       out.topology = lit(keys::kTorchTopology);
       std::string peers = lit(keys::kTorchSlicebuilder);
       out.first_peer = peers.substr(0, peers.find(','));
+      if (podpatch::env_present(c, keys::kMegascaleNumSlices)) {
+        out.megascale = lit(keys::kMegascaleSliceId) + "/" + lit(keys::kMegascaleNumSlices);
+      }
     }
   }
   return out;
@@ -113,12 +117,31 @@ std::string to_yaml(const json& value) {
   return text;
 }
 
+std::string pod_display_name(const json& pod) {
+  const json* md = webhook::member(pod, "metadata");
+  std::string_view name = webhook::string_member(md, "name").value_or("");
+  if (!name.empty()) {
+    return std::string(name);
+  }
+  return std::string(webhook::string_member(md, "generateName").value_or("-"));
+}
+
 std::string format_table(const std::vector<TableRow>& rows) {
+  std::vector<TpuEnv> envs;
+  bool multislice = false;
+  for (const TableRow& r : rows) {
+    envs.push_back(tpu_env(r.pod));
+    multislice = multislice || !envs.back().megascale.empty();
+  }
   std::vector<std::vector<std::string>> cells = {{"#", "POD", "GROUP", "REPLICA", "HOST",
                                                   "TPU_WORKER_ID", "HOSTNAME", "TPU_NAME",
                                                   "TORCH_TPU_TOPOLOGY", "FIRST_PEER"}};
-  for (const TableRow& r : rows) {
-    TpuEnv env = tpu_env(r.pod);
+  if (multislice) {
+    cells[0].push_back("MEGASCALE");
+  }
+  for (std::size_t k = 0; k < rows.size(); ++k) {
+    const TableRow& r = rows[k];
+    const TpuEnv& env = envs[k];
     std::string ids;
     for (const std::string& id : env.worker_ids) {
       ids += (ids.empty() ? "" : ",") + id;
@@ -129,11 +152,13 @@ std::string format_table(const std::vector<TableRow>& rows) {
       hostname += '.';
       hostname += *sub;
     }
-    std::string gen(
-        webhook::string_member(webhook::member(r.pod, "metadata"), "generateName").value_or("-"));
-    cells.push_back({std::to_string(r.ordinal), gen, r.group, std::to_string(r.slot.replica),
-                     std::to_string(r.slot.host), ids.empty() ? "-" : ids, hostname, env.tpu_name,
-                     env.topology, env.first_peer});
+    cells.push_back({std::to_string(r.ordinal), pod_display_name(r.pod), r.group,
+                     std::to_string(r.slot.replica), std::to_string(r.slot.host),
+                     ids.empty() ? "-" : ids, hostname, env.tpu_name, env.topology,
+                     env.first_peer});
+    if (multislice) {
+      cells.back().push_back(env.megascale.empty() ? "-" : env.megascale);
+    }
   }
   std::vector<std::size_t> width(cells[0].size(), 0);
   for (const auto& row : cells) {

@@ -25,10 +25,14 @@ struct TableRow {
   json pod;  // the mutated Pod
 };
 
-// Columns: #, POD (generateName), GROUP, REPLICA, HOST, TPU_WORKER_ID, HOSTNAME, TPU_NAME,
-// TORCH_TPU_TOPOLOGY, FIRST_PEER (the first TORCH_TPU_SLICEBUILDER_ADDRESSES entry). Values come
-// from the mutated Pods' TPU containers; several containers' IDs are comma-joined; "-" when
-// unset. Columns are padded to align.
+// One header, then one line per row. Columns: #, POD (pod_display_name), GROUP, REPLICA, HOST,
+// TPU_WORKER_ID, HOSTNAME, TPU_NAME, TORCH_TPU_TOPOLOGY, FIRST_PEER (the first
+// TORCH_TPU_SLICEBUILDER_ADDRESSES entry), and MEGASCALE (MEGASCALE_SLICE_ID/MEGASCALE_NUM_SLICES)
+// when a row is multi-slice. Values come from the mutated Pods' TPU containers; several
+// containers' IDs are comma-joined; "-" when unset. Columns are padded to align.
+// The Pod's metadata.name, else its generateName (a Pod KubeRay is about to create), else "-".
+std::string pod_display_name(const json& pod);
+
 std::string format_table(const std::vector<TableRow>& rows);
 
 }  // namespace dryrun

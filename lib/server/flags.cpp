@@ -208,16 +208,7 @@ void add_serving_flags(FlagTable<Flags>& t) {
 
 void add_placement_flags(FlagTable<Flags>& t) {
   t.section("Placement")
-      .add(choice_flag<LegacyIndexing>(
-          "legacy-indexing", "auto|on|off", &Flags::legacy_indexing,
-          {{"auto", LegacyIndexing::kAuto},
-           {"on", LegacyIndexing::kOn},
-           {"off", LegacyIndexing::kOff}},
-          "expected auto, on or off",
-          "place Pods without KubeRay's index labels (KubeRay 1.4, or 1.5 without "
-          "RayMultiHostIndexing) from the cluster's Pods and slot claims shared by every replica "
-          "(needs API access; auto, the default: on when API access is configured, which in a "
-          "Pod means always)"))
+      .add(admission::legacy_indexing_flags(), &Flags::legacy_indexing)
       .add(string_flag("kube-config-path", "FILE", &Flags::kube_config_path,
                        "kubeconfig for API access (default: in-cluster config)"))
       .add(duration_flag("reservation-ttl", &Flags::reservation_ttl, 1h,

@@ -16,12 +16,13 @@
 #include <string_view>
 #include <vector>
 
+#include "admission/config_flags.h"
 #include "admission/handler.h"
 #include "base/status/result.h"
 
 namespace server {
 
-enum class LegacyIndexing { kAuto, kOn, kOff };
+using LegacyIndexing = admission::LegacyIndexing;
 enum class LogFormat { kText, kJson };
 
 // A listen address such as ":9443", "127.0.0.1:0" or "[::1]:8081". An empty host means every

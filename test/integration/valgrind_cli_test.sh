@@ -22,6 +22,7 @@ WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 n=0
 for f in "$ROOT"/test/fixtures/pods/*.json "$ROOT"/test/fixtures/rayclusters/*/*.yaml \
+         "$ROOT"/test/fixtures/rayjobs/*/*.yaml "$ROOT"/test/fixtures/rayservices/*/*.yaml \
          "$ROOT"/test/fixtures/regressions/*; do
   run -o json "$f"; n=$((n + 1))
 done

@@ -163,12 +163,14 @@ def tutorial_workers(work):
 
 @case
 def validate_fixtures(work):
-    """Every RayCluster fixture through POST /validate: valid ones admitted, invalid ones denied
-    with code 400 and a message, each answer equal to webhook-dryrun's (docs/spec.md V1-V4)."""
+    """Every RayCluster, RayJob and RayService fixture through POST /validate: valid ones admitted,
+    invalid ones denied with code 400 and a message, each answer equal to webhook-dryrun's
+    (docs/spec.md V1-V5)."""
     certs = Certs(work)
     crt, key = certs.issue("webhook")
-    files = sorted(glob.glob(os.path.join(FIXTURES, "rayclusters", "*", "*.yaml")))
-    check(len(files) >= 10, "expected RayCluster fixtures, found %d" % len(files))
+    files = sorted(f for kind in ("rayclusters", "rayjobs", "rayservices")
+                   for f in glob.glob(os.path.join(FIXTURES, kind, "*", "*.yaml")))
+    check(len(files) >= 30, "expected ray.io fixtures, found %d" % len(files))
     with Webhook(work, crt, key) as wh:
         client = Client(wh.https_port, certs.ca)
         for f in files:

@@ -119,8 +119,10 @@ TEST_CASE("a RayCluster prints the slice table by default", "[dryrun][cli]") {
   Run r = run({fixture("gke-tutorial/ray-cluster.tpu-v6e-multihost.yaml")});
   CHECK(r.code == 0);
   CHECK(r.err.empty());
-  CHECK_THAT(r.out, Catch::StartsWith(
-                        "RayCluster default/ray-torchtpu-cluster: admitted; 4 worker Pod(s)"));
+  CHECK_THAT(r.out,
+             Catch::StartsWith("RayCluster default/ray-torchtpu-cluster: admitted; peers resolve "
+                               "through headless Service ray-torchtpu-cluster-headless; 4 worker "
+                               "Pod(s)\n"));
   CHECK(line_count(r.out) == 6);  // summary, header, 4 Pods
   CHECK_THAT(r.out, Catch::Contains("v6e-16-0-3.ray-torchtpu-cluster-headless") &&
                         Catch::Contains("v6e-16-0-0.ray-torchtpu-cluster-headless:8471"));
@@ -166,7 +168,7 @@ TEST_CASE("stdin, multi-document YAML and Lists are read item by item", "[dryrun
                {"items", json::array({json::parse(pod), json::parse(pod)})}};
   Run l = run({"-o", "table", "-"}, list.dump());
   CHECK(l.code == 0);
-  CHECK(line_count(l.out) == 4);  // a table per Pod: header + row, twice
+  CHECK(line_count(l.out) == 3);  // one table: one header, a row per Pod
 }
 
 TEST_CASE("an AdmissionReview prints its response; unreadable ones exit 2", "[dryrun][cli]") {
@@ -421,4 +423,205 @@ TEST_CASE(
   CHECK(placed == std::vector<std::string>{
                       "placed as replica 0 host 0", "placed as replica 0 host 0",  // dry, then real
                       "placed as replica 0 host 1", "placed as replica 0 host 1"});
+}
+
+namespace {
+
+json pod_fixture(const std::string& rel) { return testing::read_json(fixture(rel)); }
+
+std::string as_list(const std::vector<json>& items) {
+  return webhook::dump_json(json{{"apiVersion", "v1"}, {"kind", "List"}, {"items", items}});
+}
+
+}  // namespace
+
+TEST_CASE("V1: a RayJob expands into the RayCluster KubeRay generates, its Service and hostnames",
+          "[dryrun][cli][rayjob]") {
+  Run r = run({fixture("rayjobs/valid/ray-job.tpu-v6e-16-multihost.yaml")});
+  CHECK(r.code == 0);
+  CHECK(r.err.empty());
+  CHECK_THAT(r.out, Catch::StartsWith(
+                        "RayJob default/v6e-16-job: admitted; KubeRay creates RayCluster "
+                        "v6e-16-job-xxxxx (\"xxxxx\" stands for the 5 random characters KubeRay "
+                        "picks); peers resolve through headless Service v6e-16-job-xxxxx-headless; "
+                        "4 worker Pod(s)\n"));
+  CHECK_THAT(r.out, Catch::Contains("tpu-group-0-3.v6e-16-job-xxxxx-headless"));
+  CHECK(line_count(r.out) == 6);  // the line, one header, four Pods
+
+  Run pods = run({"-o", "json", fixture("rayjobs/valid/ray-job.tpu-v6e-16-multihost.yaml")});
+  REQUIRE(pods.code == 0);
+  json list = json::parse(pods.out);
+  REQUIRE(list["items"].size() == 4);
+  const json& md = list["items"][3]["metadata"];
+  CHECK(md["labels"]["ray.io/cluster"] == "v6e-16-job-xxxxx");
+  CHECK(md["generateName"] == "v6e-16-job-xxxxx-tpu-group-worker-");
+  CHECK(list["items"][3]["spec"]["subdomain"] == "v6e-16-job-xxxxx-headless");
+
+  Run selected = run({fixture("rayjobs/valid/cluster-selector.yaml")});
+  CHECK(selected.code == 0);
+  CHECK(selected.out ==
+        "RayJob default/on-shared-cluster: admitted; it runs on the existing RayCluster "
+        "\"shared-tpu\" (spec.clusterSelector), so KubeRay creates no Pods for it\n");
+
+  Run bad = run({fixture("rayjobs/invalid/num-of-hosts-mismatch.yaml")});
+  CHECK(bad.code == 1);
+  CHECK_THAT(bad.out, Catch::Contains(": denied: Number of workers in worker group not equal to "
+                                      "specified topology: RayJob default/v6e-16-job-bad: "));
+  Run patch = run({"-o", "patch", fixture("rayjobs/valid/ray-job.tpu-jax.yaml")});
+  CHECK(patch.code == 2);
+  CHECK(line_count(patch.err) == 1);
+  CHECK_THAT(patch.err, Catch::Contains("-o patch applies to Pods; for a RayJob use table"));
+}
+
+TEST_CASE("V1: a RayService's worker Pods are its generated RayCluster's, marked for serving",
+          "[dryrun][cli][rayservice]") {
+  Run r = run({"-o", "json", fixture("rayservices/valid/ray-service.tpu-v6e-16-multihost.yaml")});
+  REQUIRE(r.code == 0);
+  json list = json::parse(r.out);
+  REQUIRE(list["items"].size() == 4);
+  for (const json& pod : list["items"]) {
+    CHECK(pod["metadata"]["labels"]["ray.io/serve"] == "true");
+    CHECK(pod["metadata"]["labels"]["ray.io/cluster"] == "v6e-16-serve-xxxxx");
+  }
+  CHECK(testing::env_of(list["items"][2], "TPU_WORKER_ID") == "2");
+}
+
+TEST_CASE("V5: a warning validation and every worker Pod share is printed once",
+          "[dryrun][cli][warnings]") {
+  Run r = run({fixture("rayclusters/valid/accelerator-typo.yaml")});
+  CHECK(r.code == 0);
+  CHECK(r.err ==
+        "Warning: RayCluster default/raycluster-tpu-v6e-multihost: worker group \"tpu-group\": "
+        "accelerator \"tpu-v6e-slcie\" is not a known GKE TPU accelerator (did you mean "
+        "\"tpu-v6e-slice\"? known: tpu-v4-podslice, tpu-v5p-slice, tpu-v5-lite-podslice, "
+        "tpu-v5-lite-device, tpu-v6e-slice, tpu7x); treated as a TPU with 1 device(s) per chip. "
+        "Check nodeSelector cloud.google.com/gke-tpu-accelerator\n");
+}
+
+TEST_CASE("dry run = server: --legacy-indexing=off denies label-less Pods as that server does",
+          "[dryrun][cli][flags]") {
+  std::string rc = fixture("rayclusters/valid/ray-cluster.tpu-v6e-16-multihost.yaml");
+  Run legacy = run({"--kuberay-indexing=off", rc});
+  CHECK(legacy.code == 0);  // auto: legacy placement, as a server with API access
+  Run off = run({"--kuberay-indexing=off", "--legacy-indexing=off", rc});
+  CHECK(off.code == 1);
+  CHECK_THAT(off.out, Catch::Contains(
+                          "worker Pod #1 of group tpu-group denied: Pod "
+                          "\"raycluster-tpu-v6e-multihost-tpu-group-worker-\" in namespace "
+                          "\"default\": the Pod has no KubeRay index labels "
+                          "(ray.io/worker-group-replica-index, ray.io/replica-host-index) and this "
+                          "webhook runs without legacy placement"));
+  // Indexed Pods need no legacy placement.
+  CHECK(run({"--legacy-indexing=off", rc}).code == 0);
+  Run pod = run({"--legacy-indexing=off", "-o", "review",
+                 fixture("pods/v6e-16-multihost-worker-no-indexing.json")});
+  CHECK(pod.code == 1);
+  CHECK(json::parse(pod.out)["response"]["status"]["code"] == 400);
+
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--legacy-indexing=maybe", rc},
+        {"--legacy-indexing=off", "--existing", rc, rc},
+        {"--excluded-namespace=", rc}}) {
+    Run bad = run(args);
+    CAPTURE(args);
+    CHECK(bad.code == 2);
+    CHECK(line_count(bad.err) == 1);
+    CHECK(bad.out.empty());
+  }
+  CHECK_THAT(run({"--legacy-indexing=off", "--existing", rc, rc}).err,
+             Catch::Contains("--existing describes what the webhook reads through the Kubernetes "
+                             "API, which a webhook with --legacy-indexing=off goes without"));
+}
+
+TEST_CASE("dry run = server: what the webhook configurations never send is reported, exit 3",
+          "[dryrun][cli][selectors]") {
+  // A worker template overriding app.kubernetes.io/name: KubeRay keeps it, the objectSelector
+  // then never matches.
+  Run hidden = run({fixture("rayclusters/valid/app-name-label-override.yaml")});
+  CHECK(hidden.code == 3);
+  CHECK_THAT(hidden.out, Catch::Contains("4 worker Pod(s), 4 of them not sent to the webhook"));
+  CHECK_THAT(hidden.out,  // with the table, as denials are
+             Catch::Contains("worker Pod #4 of group tpu-group is not sent to the webhook: the "
+                             "MutatingWebhookConfiguration's objectSelector needs the label "
+                             "app.kubernetes.io/name=kuberay and the Pod has "
+                             "app.kubernetes.io/name=\"trainer\"; kube-apiserver creates it "
+                             "unchanged"));
+
+  json pod = pod_fixture("pods/v6e-16-multihost-worker-indexed.json");
+  json head = pod;
+  head["metadata"]["labels"]["ray.io/node-type"] = "head";
+  TempFile head_file(webhook::dump_json(head), ".json");
+  Run h = run({head_file.path()});
+  CHECK(h.code == 3);
+  CHECK(h.out.empty());
+  CHECK_THAT(h.err, Catch::Contains("needs the label ray.io/node-type=worker and the Pod has "
+                                    "ray.io/node-type=\"head\""));
+
+  json system = pod;
+  system["metadata"]["namespace"] = "kube-system";
+  TempFile system_file(webhook::dump_json(system), ".json");
+  CHECK_THAT(run({system_file.path()}).err,
+             Catch::Contains("namespace \"kube-system\" is left out by the webhook "
+                             "configurations' namespaceSelector"));
+  std::string pod_file = fixture("pods/v6e-16-multihost-worker-indexed.json");
+  CHECK(run({"--excluded-namespace", "default", pod_file}).code == 3);
+  CHECK(run({"--excluded-namespace", "other", pod_file}).code == 0);
+  CHECK(run({"-n", "team", "--excluded-namespace", "team",
+             fixture("rayjobs/valid/ray-job.tpu-jax.yaml")})
+            .code == 3);
+  // A denial outranks "not sent" in the exit status.
+  CHECK(run({head_file.path(), fixture("rayclusters/invalid/num-of-hosts-mismatch.yaml")}).code ==
+        1);
+  // An AdmissionReview was sent: it is answered.
+  json review = {{"apiVersion", "admission.k8s.io/v1"},
+                 {"kind", "AdmissionReview"},
+                 {"request",
+                  {{"uid", "u-1"},
+                   {"kind", {{"group", ""}, {"version", "v1"}, {"kind", "Pod"}}},
+                   {"operation", "CREATE"},
+                   {"namespace", "kube-system"},
+                   {"object", system}}}};
+  TempFile review_file(webhook::dump_json(review), ".json");
+  CHECK(run({review_file.path()}).code == 0);
+}
+
+TEST_CASE("output: Pod dumps make one table naming each Pod; patches are labelled per Pod",
+          "[dryrun][cli][output]") {
+  json a = pod_fixture("pods/v6e-16-multihost-worker-indexed.json");
+  a["metadata"]["name"] = "raycluster-tpu-v6e-multihost-tpu-group-worker-abcde";
+  json b = a;
+  b["metadata"]["name"] = "raycluster-tpu-v6e-multihost-tpu-group-worker-fghij";
+  b["metadata"]["labels"]["ray.io/replica-host-index"] = "2";
+  TempFile pods(as_list({a, b}), ".json");
+
+  Run table = run({"-o", "table", pods.path()});
+  REQUIRE(table.code == 0);
+  CHECK(line_count(table.out) == 3);  // one header, two Pods
+  CHECK_THAT(table.out, Catch::StartsWith("#  POD "));
+  CHECK_THAT(table.out,
+             Catch::Contains("\n1  raycluster-tpu-v6e-multihost-tpu-group-worker-abcde "));
+  CHECK_THAT(table.out,
+             Catch::Contains("\n2  raycluster-tpu-v6e-multihost-tpu-group-worker-fghij "));
+  CHECK(table.out.find("MEGASCALE") == std::string::npos);
+
+  Run patches = run({"-o", "patch", pods.path()});
+  REQUIRE(patches.code == 0);
+  json all = json::parse(patches.out);
+  REQUIRE(all.is_array());
+  REQUIRE(all.size() == 2);
+  CHECK(all[0]["pod"] == "default/raycluster-tpu-v6e-multihost-tpu-group-worker-abcde");
+  CHECK(all[1]["pod"] == "default/raycluster-tpu-v6e-multihost-tpu-group-worker-fghij");
+  CHECK(all[1]["patch"].is_array());
+  CHECK(all[1]["patch"].dump().find("\"tpu-group-0-2\"") != std::string::npos);
+  testing::record_patch("cli-labelled-patch-fghij", b, all[1]["patch"]);
+  // One Pod: the bare patch, for kubectl patch.
+  Run one = run({"-o", "patch", fixture("pods/v6e-16-multihost-worker-indexed.json")});
+  CHECK(json::parse(one.out).is_array());
+  CHECK(json::parse(one.out)[0].contains("op"));
+
+  // A multi-slice group gets the MEGASCALE column: slice id / slice count.
+  Run ms = run({fixture("rayclusters/valid/multislice-v6e-2x4x4.yaml")});
+  REQUIRE(ms.code == 0);
+  CHECK_THAT(ms.out, Catch::Contains("MEGASCALE"));
+  CHECK_THAT(ms.out, Catch::Contains("  1/2\n"));
 }
