@@ -1,6 +1,6 @@
 # kuberay-tpu-webhook container image: the admission server and the webhook-dryrun CLI.
 #
-#   docker build -t <registry>/kuberay-tpu-webhook:0.2.0 .
+#   docker build -t <registry>/kuberay-tpu-webhook:0.3.0 .
 #
 # Stage 1 builds on Debian 12 with the project's own setup script (build dependencies only);
 # stage 2 is debian:bookworm-slim with exactly the runtime libraries the two binaries link (the

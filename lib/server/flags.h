@@ -91,7 +91,7 @@ std::string usage();
 // Every flag parse_flags accepts, as --help spells it ("--bind-address", "-h", "--help", ...).
 std::vector<std::string> flag_spellings();
 
-// The version printed by --version, e.g. "kuberay-tpu-webhook 0.2.0".
+// The version printed by --version, e.g. "kuberay-tpu-webhook 0.3.0".
 std::string version_text();
 
 }  // namespace server
