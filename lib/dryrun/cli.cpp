@@ -556,12 +556,44 @@ class Runner {
       }
       return kExitAdmitted;
     }
+    return run_workers(item, *ray, out);
+  }
+
+  // The line naming the object, its generated RayCluster and headless Service, then the slice
+  // table of the Pods the webhook mutated.
+  void print_cluster_table(const podpatch::RayObject& ray, const std::vector<TableRow>& rows,
+                           std::size_t pods, int not_sent, const std::string& subdomain) {
+    io_.out << ray.display() << ": admitted";
+    if (ray.generated_name) {
+      io_.out << "; KubeRay creates RayCluster " << ray.cluster << " (\""
+              << podpatch::kGeneratedSuffix
+              << "\" stands for the 5 random characters KubeRay picks)";
+    }
+    if (!subdomain.empty()) {
+      io_.out << "; peers resolve through headless Service " << subdomain;
+    }
+    io_.out << "; " << pods << " worker Pod(s)"
+            << (o_.indexing ? "" : " placed without KubeRay's index labels");
+    if (not_sent > 0) {
+      io_.out << ", " << not_sent << " of them not sent to the webhook";
+    }
+    io_.out << "\n";
+    if (!rows.empty()) {
+      io_.out << format_table(rows);
+    }
+  }
+
+  // The RayCluster of `ray` expanded into its worker Pods, each through the webhook, printed as
+  // `out` says.
+  webhook::Result<int> run_workers(const Item& item, const podpatch::RayObject& ray,
+                                   const std::string& out) {
+    std::ostream& verdict_out = out == "table" ? io_.out : io_.err;
     ExpandOptions eo;
     eo.indexing = o_.indexing;
     eo.default_namespace = o_.default_namespace;
     eo.existing = cluster_.pods_per_group;
     webhook::Result<std::vector<WorkerPod>> pods =
-        expand_workers(podpatch::generated_raycluster(*ray), eo);
+        expand_workers(podpatch::generated_raycluster(ray), eo);
     if (!pods) {
       return invalid_argument(item.where + ": " + pods.error().message);
     }
@@ -600,24 +632,7 @@ class Runner {
       list["items"].push_back(std::move(mutated));
     }
     if (out == "table") {
-      io_.out << id << ": admitted";
-      if (ray->generated_name) {
-        io_.out << "; KubeRay creates RayCluster " << ray->cluster << " (\""
-                << podpatch::kGeneratedSuffix
-                << "\" stands for the 5 random characters KubeRay picks)";
-      }
-      if (!subdomain.empty()) {
-        io_.out << "; peers resolve through headless Service " << subdomain;
-      }
-      io_.out << "; " << pods->size() << " worker Pod(s)"
-              << (o_.indexing ? "" : " placed without KubeRay's index labels");
-      if (not_sent > 0) {
-        io_.out << ", " << not_sent << " of them not sent to the webhook";
-      }
-      io_.out << "\n";
-      if (!rows.empty()) {
-        io_.out << format_table(rows);
-      }
+      print_cluster_table(ray, rows, pods->size(), not_sent, subdomain);
     } else {
       print_object(list, out);
     }

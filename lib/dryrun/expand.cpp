@@ -516,6 +516,48 @@ json wait_gcs_ready(const json& ray, json template_env, const std::string& fqdn,
   return init;
 }
 
+// Where a worker Pod stands: its cluster, group and slot.
+struct WorkerSlot {
+  const std::string& cluster;
+  const std::string& group;
+  int hosts;
+  int replica;
+  int host;
+};
+
+// KubeRay's labels of a worker Pod: the template's and the group's, then KubeRay's own.
+json worker_labels(const json& g, const json& tmpl, const WorkerSlot& w, bool from_service,
+                   bool indexing) {
+  json labels = json::object();
+  for (const json* src : {member(tmpl, "metadata", "labels"), member(g, "labels")}) {
+    if (src != nullptr && src->is_object()) {
+      labels.update(*src);
+    }
+  }
+  for (auto [k, v] : {std::pair<std::string_view, std::string>{keys::kAppNameLabel, "kuberay"},
+                      {keys::kCreatedByLabel, "kuberay-operator"},
+                      {"ray.io/identifier", check_label(w.cluster + "-worker")}}) {
+    if (!labels.contains(k)) {
+      labels[std::string(k)] = v;
+    }
+  }
+  labels[std::string(keys::kClusterLabel)] = w.cluster;
+  labels[std::string(keys::kNodeTypeLabel)] = "worker";
+  labels[std::string(keys::kGroupLabel)] = w.group;
+  labels["ray.io/is-ray-node"] = "yes";
+  if (from_service) {
+    labels["ray.io/serve"] = "true";  // a RayService's workers serve traffic
+  }
+  if (indexing) {
+    labels[std::string(keys::kReplicaIndexLabel)] = std::to_string(w.replica);
+    if (w.hosts > 1) {
+      labels[std::string(keys::kReplicaNameLabel)] = replica_name(w.cluster, w.group, w.replica);
+      labels[std::string(keys::kHostIndexLabel)] = std::to_string(w.host);
+    }
+  }
+  return labels;
+}
+
 }  // namespace
 
 int desired_pods(const json& group) {
@@ -569,33 +611,8 @@ webhook::Result<std::vector<WorkerPod>> expand_workers(const json& raycluster,
       md["generateName"] = lower((cluster + "-" + group).substr(0, 50)) + "-worker-";
       md["namespace"] = ns;
       md["creationTimestamp"] = nullptr;
-      json labels = json::object();
-      for (const json* src : {member(tmpl, "metadata", "labels"), member(g, "labels")}) {
-        if (src != nullptr && src->is_object()) {
-          labels.update(*src);
-        }
-      }
-      for (auto [k, v] : {std::pair<std::string_view, std::string>{keys::kAppNameLabel, "kuberay"},
-                          {keys::kCreatedByLabel, "kuberay-operator"},
-                          {"ray.io/identifier", check_label(cluster + "-worker")}}) {
-        if (!labels.contains(k)) {
-          labels[std::string(k)] = v;
-        }
-      }
-      labels[std::string(keys::kClusterLabel)] = cluster;
-      labels[std::string(keys::kNodeTypeLabel)] = "worker";
-      labels[std::string(keys::kGroupLabel)] = group;
-      labels["ray.io/is-ray-node"] = "yes";
-      if (from_service) {
-        labels["ray.io/serve"] = "true";  // a RayService's workers serve traffic
-      }
-      if (options.indexing) {
-        labels[std::string(keys::kReplicaIndexLabel)] = std::to_string(replica);
-        if (hosts > 1) {
-          labels[std::string(keys::kReplicaNameLabel)] = replica_name(cluster, group, replica);
-          labels[std::string(keys::kHostIndexLabel)] = std::to_string(host);
-        }
-      }
+      json labels = worker_labels(g, *tmpl, {cluster, group, hosts, replica, host}, from_service,
+                                  options.indexing);
       md["labels"] = std::move(labels);
       json annotations = template_annotations(raycluster, *tmpl);
       bool overwrite_cmd =

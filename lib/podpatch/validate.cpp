@@ -217,6 +217,30 @@ void check_pods_reach_webhook(const json& group, const std::string& where,
   }
 }
 
+// V5 for a group whose slice passed V2: the names every Pod of the group would be given (the Pod
+// path denies each Pod otherwise), then the advice that does not stop admission.
+webhook::Status check_names_and_advise(const json& group, const std::string& name,
+                                       const std::string& where, const json& containers,
+                                       const std::vector<TpuContainer>& tpu,
+                                       const topology::Slice& slice, const GroupContext& ctx) {
+  bool megascale = std::any_of(tpu.begin(), tpu.end(), [&](const TpuContainer& t) {
+    return env_present(containers[static_cast<std::size_t>(t.index)], keys::kMegascaleNumSlices);
+  });
+  if (slice.multi_host() || megascale) {
+    std::string svc = headless_service(ctx.sources.services, ctx.object.ns, ctx.object.cluster,
+                                       ctx.sources.kuberay);
+    if (webhook::Status st = check_dns_names(svc, ctx.object.cluster, name, slice.hosts()); !st) {
+      return deny(reasons::kInvalidName, where + st.error().message);
+    }
+  }
+  for (std::string& advice : slice.advisories()) {
+    ctx.warnings.push_back(where + advice);
+  }
+  check_multislice(group, where, containers, tpu, slice, ctx);
+  check_pods_reach_webhook(group, where, slice, ctx);
+  return {};
+}
+
 webhook::Status check_group(const json& group, std::size_t index, const GroupContext& ctx) {
   std::string name(string_member(&group, "groupName").value_or(""));
   std::string label = name.empty() ? "workerGroupSpecs[" + std::to_string(index) + "]"
@@ -262,22 +286,11 @@ webhook::Status check_group(const json& group, std::size_t index, const GroupCon
   if (!given) {
     return given.error();
   }
-  // V5: the names every Pod of the group would be given (the Pod path denies each Pod otherwise).
-  bool megascale = std::any_of(tpu->begin(), tpu->end(), [&](const TpuContainer& t) {
-    return env_present((*containers)[static_cast<std::size_t>(t.index)], keys::kMegascaleNumSlices);
-  });
-  if (slice->multi_host() || megascale) {
-    std::string svc = headless_service(ctx.sources.services, ctx.object.ns, ctx.object.cluster,
-                                       ctx.sources.kuberay);
-    if (webhook::Status st = check_dns_names(svc, ctx.object.cluster, name, slice->hosts()); !st) {
-      return deny(reasons::kInvalidName, where + st.error().message);
-    }
+  if (webhook::Status st =
+          check_names_and_advise(group, name, where, *containers, *tpu, *slice, ctx);
+      !st) {
+    return st;
   }
-  for (std::string& advice : slice->advisories()) {
-    ctx.warnings.push_back(where + advice);
-  }
-  check_multislice(group, where, *containers, *tpu, *slice, ctx);
-  check_pods_reach_webhook(group, where, *slice, ctx);
   std::optional<std::string_view> subslice = string_member(annotations, keys::kSubsliceAnnotation);
   bool kueue = ctx.cluster_kueue ||
                kueue_managed(member(tmpl, "metadata", "labels"), annotations) ||
