@@ -625,3 +625,34 @@ TEST_CASE("output: Pod dumps make one table naming each Pod; patches are labelle
   CHECK_THAT(ms.out, Catch::Contains("MEGASCALE"));
   CHECK_THAT(ms.out, Catch::Contains("  1/2\n"));
 }
+
+TEST_CASE("V1: KubeRay's TPU RayJob samples are validated and expanded",
+          "[dryrun][cli][rayjob][samples]") {
+  // file, RayJob name, worker Pods (replicas x numOfHosts), the last worker's TPU_WORKER_ID and
+  // hostname ("-" when single-host: no hostname).
+  auto [file, name, pods, last_id, last_host] =
+      GENERATE(table<std::string, std::string, int, std::string, std::string>({
+          {"ray-job.tpu-jax.yaml", "rayjob-tpu-jax", 1, "0", ""},
+          {"ray-job.tpu-v6e-singlehost.yaml", "v6e-4-job", 1, "0", ""},
+          {"ray-job.tpu-v6e-16-multihost.yaml", "v6e-16-job", 4, "3", "tpu-group-0-3"},
+          {"ray-job.tpu-v6e-256-multihost.yaml", "v6e-256-job", 64, "63", "tpu-group-0-63"},
+      }));
+  CAPTURE(file);
+  Run r = run({"-o", "json", fixture("rayjobs/valid/" + file)});
+  REQUIRE(r.code == 0);
+  json list = json::parse(r.out);
+  REQUIRE(list["items"].size() == static_cast<std::size_t>(pods));
+  const json& last = list["items"].back();
+  CHECK(last["metadata"]["labels"]["ray.io/cluster"] == name + "-xxxxx");
+  CHECK(last["metadata"]["labels"]["ray.io/node-type"] == "worker");
+  CHECK(testing::env_of(last, "TPU_WORKER_ID") == last_id);
+  if (last_host.empty()) {
+    CHECK_FALSE(last["spec"].contains("hostname"));
+  } else {
+    CHECK(last["spec"]["hostname"] == last_host);
+    CHECK(last["spec"]["subdomain"] == name + "-xxxxx-headless");
+  }
+  CHECK_THAT(run({fixture("rayjobs/valid/" + file)}).out,
+             Catch::StartsWith("RayJob default/" + name +
+                               ": admitted; KubeRay creates RayCluster " + name + "-xxxxx "));
+}
