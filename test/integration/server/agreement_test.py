@@ -21,7 +21,7 @@ import threading
 import time
 
 from harness import (DRYRUN, FIXTURES, MAKE_REVIEW, Certs, Client, FakeKubeApi, Webhook,
-                     check, decoded_patch, kubectl_patch, run_cases)
+                     check, decoded_patch, kubectl_patch, parallel, run_cases)
 
 CASES = {}
 
@@ -29,35 +29,6 @@ CASES = {}
 def case(fn):
     CASES[fn.__name__] = fn
     return fn
-
-
-def parallel(items, fn, workers=4):
-    """Runs fn over items on a few threads; returns the results in order, re-raising the first
-    failure."""
-    items = list(items)
-    results, errors, lock, nxt = [None] * len(items), [], threading.Lock(), [0]
-
-    def worker():
-        while True:
-            with lock:
-                i = nxt[0]
-                nxt[0] += 1
-            if i >= len(items) or errors:
-                return
-            try:
-                results[i] = fn(items[i])
-            except Exception as e:  # noqa: BLE001 - reported below
-                with lock:
-                    errors.append(e)
-
-    threads = [threading.Thread(target=worker) for _ in range(workers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
-    return results
 
 
 def proc(cmd, timeout=60):

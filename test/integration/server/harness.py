@@ -14,6 +14,7 @@ import ssl
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 BUILD = os.environ["WEBHOOK_BUILD_DIR"]
@@ -213,6 +214,35 @@ def kubectl_patch(workdir, pod, patch):
         return json.loads(r.stdout)
     finally:
         os.unlink(path)
+
+
+def parallel(items, fn, workers=4):
+    """Runs fn over items on a few threads; returns the results in order, re-raising the first
+    failure."""
+    items = list(items)
+    results, errors, lock, nxt = [None] * len(items), [], threading.Lock(), [0]
+
+    def worker():
+        while True:
+            with lock:
+                i = nxt[0]
+                nxt[0] += 1
+            if i >= len(items) or errors:
+                return
+            try:
+                results[i] = fn(items[i])
+            except Exception as e:  # noqa: BLE001 - reported below
+                with lock:
+                    errors.append(e)
+
+    threads = [threading.Thread(target=worker) for _ in range(workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return results
 
 
 def make_review(*args):

@@ -21,8 +21,8 @@ import threading
 import time
 
 from harness import (BINARY, DRYRUN, FIXTURES, TUTORIAL, Certs, Client, FakeKubeApi, Failure,
-                     Webhook, check, decoded_patch, kubectl_patch, make_review, run, run_cases,
-                     served_certificate_cn, tls_context)
+                     Webhook, check, decoded_patch, kubectl_patch, make_review, parallel, run,
+                     run_cases, served_certificate_cn, tls_context)
 
 CASES = {}
 
@@ -40,31 +40,6 @@ def config_flags(config):
         check(key in names, "unknown fixture config key " + key)
         flags.append("%s=%s" % (names[key], value))
     return flags
-
-
-def parallel(items, fn, workers=4):
-    """Runs fn over items on a few threads; re-raises the first failure."""
-    errors, lock, it = [], threading.Lock(), iter(list(items))
-
-    def worker():
-        while True:
-            with lock:
-                item = next(it, None)
-            if item is None or errors:
-                return
-            try:
-                fn(item)
-            except Exception as e:  # noqa: BLE001 - reported below
-                with lock:
-                    errors.append(e)
-
-    threads = [threading.Thread(target=worker) for _ in range(workers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
 
 
 @case
