@@ -258,17 +258,21 @@ webhook::Result<Response> Handler::mutate_tpu_pod(const Request& req, PodDecisio
 }
 
 Response Handler::mutate(const Request& req, PodDecision* decision) const {
-  // M1: the endpoint handles one kind; a review of another kind is a configuration mistake.
-  if (req.kind != "Pod" || !req.group.empty()) {
-    return denied(req.uid, wrong_kind(req, true));
-  }
-  if (req.operation != "CREATE") {
-    return allowed(req.uid);
-  }
-  PodDecision local;
-  local.record_mutated = false;
-  webhook::Result<Response> out = mutate_tpu_pod(req, decision != nullptr ? *decision : local);
-  return out ? std::move(out).value() : deny_pod(req, out.error());
+  Response out = [&] {
+    // M1: the endpoint handles one kind; a review of another kind is a configuration mistake.
+    if (req.kind != "Pod" || !req.group.empty()) {
+      return denied(req.uid, wrong_kind(req, true));
+    }
+    if (req.operation != "CREATE") {
+      return allowed(req.uid);
+    }
+    PodDecision local;
+    local.record_mutated = false;
+    webhook::Result<Response> r = mutate_tpu_pod(req, decision != nullptr ? *decision : local);
+    return r ? std::move(r).value() : deny_pod(req, r.error());
+  }();
+  out.audit = true;
+  return out;
 }
 
 Response Handler::validate(const Request& req) const {

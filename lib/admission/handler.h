@@ -76,7 +76,8 @@ class Handler {
           podpatch::ServiceSource& services)
       : config_(config), pods_(pods), nodes_(nodes), services_(services) {}
 
-  // docs/spec.md M1-M7. `decision`, when not null, receives what each stage found.
+  // docs/spec.md M1-M7. `decision`, when not null, receives what each stage found. Every answer
+  // carries audit annotations (Response::audit).
   Response mutate(const Request& request, PodDecision* decision = nullptr) const;
 
   // docs/spec.md V1-V5: RayClusters, RayJobs and RayServices.

@@ -433,6 +433,31 @@ bool has_patch(const Response& response) {
   return !response.patch.empty() && response.patch != "[]";
 }
 
+std::string_view outcome(const Response& response) {
+  if (!response.allowed) {
+    return "denied";
+  }
+  return has_patch(response) ? "patched" : "allowed";
+}
+
+namespace {
+
+// Calls fn(key, value) for each audit annotation of `response`, in a fixed order.
+template <typename Fn>
+void each_audit_annotation(const Response& response, Fn&& fn) {
+  fn(kAuditOutcome, outcome(response));
+  if (response.placement) {
+    fn(kAuditPlacement, podpatch::path_detail(response.placement->path));
+    fn(kAuditReplica, std::to_string(response.placement->slot.replica));
+    fn(kAuditHost, std::to_string(response.placement->slot.host));
+  }
+  if (!response.allowed && !response.reason.empty()) {
+    fn(kAuditReason, response.reason);
+  }
+}
+
+}  // namespace
+
 json patch_ops(const Response& response) {
   return has_patch(response) ? json::parse(response.patch) : json();
 }
@@ -459,6 +484,12 @@ json to_json(const Response& response) {
   if (!response.warnings.empty()) {
     out["warnings"] = response.warnings;
   }
+  if (response.audit) {
+    json& audit = out["auditAnnotations"] = json::object();
+    each_audit_annotation(response, [&](std::string_view key, std::string_view value) {
+      audit[std::string(key)] = value;
+    });
+  }
   return {{"apiVersion", kApiVersion}, {"kind", "AdmissionReview"}, {"response", std::move(out)}};
 }
 
@@ -484,6 +515,22 @@ std::string encode(const Response& response) {
   if (!response.warnings.empty()) {
     out += R"(,"warnings":)";
     out += webhook::dump_json(json(response.warnings));
+  }
+  if (response.audit) {
+    // Keys and values are this file's constants, path names, numbers and reason names: none
+    // needs escaping.
+    char sep = '{';
+    out += R"(,"auditAnnotations":)";
+    each_audit_annotation(response, [&](std::string_view key, std::string_view value) {
+      out += sep;
+      out += '"';
+      out += key;
+      out += R"(":")";
+      out += value;
+      out += '"';
+      sep = ',';
+    });
+    out += '}';
   }
   out += "}}";
   return out;

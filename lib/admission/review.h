@@ -181,21 +181,37 @@ struct Response {
   // The RFC 6902 operations as JSON text (podpatch::write_patch); "" or "[]" means no patch.
   std::string patch;
   std::vector<std::string> warnings;
-  std::optional<podpatch::Placement> placement;  // for logs and metrics, not encoded
+  // The slot a Pod was given and how: for logs, metrics and the audit annotations.
+  std::optional<podpatch::Placement> placement;
+  // A /mutate answer: encoded with auditAnnotations (kAudit* below), which kube-apiserver records
+  // in its audit log under "<webhook name>/<key>".
+  bool audit = false;
 };
+
+// The auditAnnotations keys of a /mutate answer. Every one carries kAuditOutcome (outcome());
+// one that placed a Pod also kAuditPlacement (podpatch::path_detail), kAuditReplica and
+// kAuditHost; a denial also kAuditReason (the denial's reason).
+inline constexpr std::string_view kAuditOutcome = "outcome";
+inline constexpr std::string_view kAuditPlacement = "placement";
+inline constexpr std::string_view kAuditReplica = "replica";
+inline constexpr std::string_view kAuditHost = "host";
+inline constexpr std::string_view kAuditReason = "reason";
 
 Response allowed(std::string uid);
 // `patch` is the operations' JSON text.
 Response patched(std::string uid, std::string patch);
 // Whether the response carries operations.
 bool has_patch(const Response& response);
+// "denied", "patched" (allowed with operations) or "allowed" (allowed unchanged).
+std::string_view outcome(const Response& response);
 // The operations as a json array (parsed from `patch`); null when there are none.
 json patch_ops(const Response& response);
 // A denial carrying error.message, the HTTP code of error.code and error.reason.
 Response denied(std::string uid, const webhook::Error& error);
 
 // The AdmissionReview JSON the API server expects: uid echoed; patch base64-encoded with
-// patchType JSONPatch only when non-empty; status {code, message} on denials; warnings.
+// patchType JSONPatch only when non-empty; status {code, message} on denials; warnings;
+// auditAnnotations when response.audit.
 std::string encode(const Response& response);
 
 // The same response as a json value (for printing by the CLI).

@@ -30,6 +30,20 @@ std::string_view path_name(PlacementPath path) {
   return path == PlacementPath::kLegacy ? "legacy" : "labels";
 }
 
+std::string_view path_detail(PlacementPath path) {
+  switch (path) {
+    case PlacementPath::kLabels:
+      return "index-labels";
+    case PlacementPath::kReplicaLabel:
+      return "replica-label";
+    case PlacementPath::kAlreadyPlaced:
+      return "already-placed";
+    case PlacementPath::kLegacy:
+      return "legacy";
+  }
+  return "legacy";
+}
+
 webhook::Result<std::optional<Placement>> placement_from_labels(const PodView& pod, int hosts) {
   std::optional<std::string_view> replica = pod.label(keys::kReplicaIndexLabel);
   std::optional<std::string_view> host = pod.label(keys::kHostIndexLabel);

@@ -24,6 +24,9 @@ enum class PlacementPath {
 
 // "labels" or "legacy": how metrics name the path (the first three are stateless).
 std::string_view path_name(PlacementPath path);
+// Each path by its own name, as the admission log line and audit annotations give it:
+// "index-labels", "replica-label", "already-placed" or "legacy".
+std::string_view path_detail(PlacementPath path);
 
 struct Placement {
   Slot slot;

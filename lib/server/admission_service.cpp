@@ -6,6 +6,7 @@
 
 #include "admission/review.h"
 #include "base/json/access.h"
+#include "podpatch/keys.h"
 #include "podpatch/reasons.h"
 
 namespace server {
@@ -14,11 +15,13 @@ namespace {
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-std::string_view outcome_of(const admission::Response& r) {
-  if (!r.allowed) {
-    return "denied";
+// A label of the reviewed object, "" when it has none (or there is no request).
+std::string_view object_label(const admission::Request* req, std::string_view key) {
+  if (req == nullptr) {
+    return {};
   }
-  return admission::has_patch(r) ? "patched" : "allowed";
+  return webhook::string_member(webhook::member(req->object, "metadata", "labels"), key)
+      .value_or(std::string_view());
 }
 
 }  // namespace
@@ -123,6 +126,7 @@ HttpReply AdmissionService::admit(Webhook webhook, const HttpRequestView& http) 
              {}};
   x.response = x.request ? handle(webhook, *x.request)
                          : admission::denied(admission::request_uid(http.body), x.request.error());
+  x.response.audit = webhook == Webhook::kMutate;
   record(webhook, x, Clock::now() - start);
 
   HttpReply reply;
@@ -177,13 +181,15 @@ void AdmissionService::record(Webhook webhook, const Exchange& x,
       {"kind", req ? std::string_view(req->kind) : ""},
       {"operation", req ? std::string_view(req->operation) : ""},
       {"dryRun", req ? req->dry_run : false},
-      {"outcome", req ? outcome_of(response) : "rejected"}};
+      {"cluster", object_label(req, podpatch::keys::kClusterLabel)},
+      {"group", object_label(req, podpatch::keys::kGroupLabel)},
+      {"outcome", req ? admission::outcome(response) : "rejected"}};
   if (response.allowed) {
-    std::int64_t replica = response.placement ? response.placement->slot.replica : -1;
-    std::int64_t host = response.placement ? response.placement->slot.host : -1;
+    const std::optional<podpatch::Placement>& placed = response.placement;
     fields.insert(fields.end(),
-                  {{"replica", replica},
-                   {"host", host},
+                  {{"placement", placed ? podpatch::path_detail(placed->path) : ""},
+                   {"replica", placed ? std::int64_t{placed->slot.replica} : -1},
+                   {"host", placed ? std::int64_t{placed->slot.host} : -1},
                    {"warnings", static_cast<std::int64_t>(response.warnings.size())}});
   } else {
     fields.insert(fields.end(),

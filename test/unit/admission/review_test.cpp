@@ -260,6 +260,24 @@ TEST_CASE("encode echoes the uid and sets patchType only with a non-empty patch 
   }
 }
 
+TEST_CASE("audit annotations: the outcome, the slot and its path, the denial's reason",
+          "[admission][envelope]") {
+  admission::Response r = admission::patched("u-8", R"([{"op":"add","path":"/x","value":1}])");
+  r.placement = podpatch::Placement{{2, 3}, podpatch::PlacementPath::kReplicaLabel};
+  CHECK_FALSE(json::parse(admission::encode(r))["response"].contains("auditAnnotations"));
+  r.audit = true;
+  CHECK(json::parse(admission::encode(r))["response"]["auditAnnotations"] ==
+        json({{"outcome", "patched"},
+              {"placement", "replica-label"},
+              {"replica", "2"},
+              {"host", "3"}}));
+  admission::Response d =
+      admission::denied("u-9", webhook::invalid_argument("no").with_reason("invalid_topology"));
+  d.audit = true;
+  CHECK(json::parse(admission::encode(d))["response"]["auditAnnotations"] ==
+        json({{"outcome", "denied"}, {"reason", "invalid_topology"}}));
+}
+
 TEST_CASE("dump_json never throws on invalid UTF-8", "[admission][envelope]") {
   json v = std::string("bad \xff\xfe utf8");
   CHECK_NOTHROW(webhook::dump_json(v));
@@ -275,7 +293,13 @@ TEST_CASE("encode writes the same JSON as to_json on every path", "[admission][e
       "u-6", webhook::invalid_argument("bad \\ value \"4x\"\t").with_reason("invalid_topology"));
   admission::Response bad_utf8 = admission::denied(
       "u-7", webhook::invalid_argument(std::string("bytes \xff\xfe")).with_reason("x"));
-  for (const admission::Response& r : {admission::allowed("u-1"), patched, denied, bad_utf8}) {
+  admission::Response audited = patched;
+  audited.audit = true;
+  audited.placement = podpatch::Placement{{3, 1}, podpatch::PlacementPath::kLegacy};
+  admission::Response audited_denial = denied;
+  audited_denial.audit = true;
+  for (const admission::Response& r :
+       {admission::allowed("u-1"), patched, denied, bad_utf8, audited, audited_denial}) {
     CAPTURE(r.uid);
     CHECK(json::parse(admission::encode(r)) ==
           json::parse(webhook::dump_json(admission::to_json(r))));

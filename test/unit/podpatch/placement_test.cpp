@@ -127,6 +127,13 @@ TEST_CASE("path_name: metrics call the stateless paths \"labels\"", "[podpatch][
   CHECK(podpatch::path_name(PlacementPath::kLegacy) == "legacy");
 }
 
+TEST_CASE("path_detail: the log line and audit annotations name each path", "[podpatch][placement]") {
+  CHECK(podpatch::path_detail(PlacementPath::kLabels) == "index-labels");
+  CHECK(podpatch::path_detail(PlacementPath::kReplicaLabel) == "replica-label");
+  CHECK(podpatch::path_detail(PlacementPath::kAlreadyPlaced) == "already-placed");
+  CHECK(podpatch::path_detail(PlacementPath::kLegacy) == "legacy");
+}
+
 TEST_CASE("M3: group_key", "[podpatch][placement]") {
   auto [metadata, want] = GENERATE(table<json, std::optional<GroupKey>>({
       {json::parse(

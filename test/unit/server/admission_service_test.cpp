@@ -103,6 +103,10 @@ TEST_CASE("a worker Pod is patched through POST /mutate, uid echoed (Envelope, M
   CHECK(line["outcome"] == "patched");
   CHECK(line["kind"] == "Pod");
   CHECK(line["operation"] == "CREATE");
+  CHECK(line["namespace"] == review["request"]["namespace"]);
+  CHECK(line["cluster"] == "raycluster-tpu-v6e-multihost");
+  CHECK(line["group"] == "tpu-group");
+  CHECK(line["placement"] == "index-labels");
   CHECK(line["replica"] == 0);
   CHECK(line["host"] == 2);
   CHECK(line["generateName"].get<std::string>().ends_with("-worker-"));
@@ -121,7 +125,48 @@ TEST_CASE("a Pod without KubeRay's index labels is denied while legacy placement
   CHECK(r["status"]["code"] == 400);
   CHECK_THAT(r["status"]["message"].get<std::string>(),
              Catch::Contains("without legacy placement"));
-  CHECK(f.last_log()["reason"] == "placement_unavailable");
+  CHECK(r["auditAnnotations"] ==
+        json({{"outcome", "denied"}, {"reason", "placement_unavailable"}}));
+  json line = f.last_log();
+  CHECK(line["reason"] == "placement_unavailable");
+  CHECK(line["cluster"] == "raycluster-tpu-v6e-multihost");
+  CHECK(line["group"] == "tpu-group");
+  CHECK_FALSE(line.contains("placement"));
+}
+
+TEST_CASE("every /mutate answer carries audit annotations; /validate answers carry none",
+          "[service]") {
+  Fixture f;
+  SECTION("a placed Pod: the slot and the path that chose it") {
+    json r = review_of(f.post("/mutate", read_fixture("admission/v5e-4x4-host2.json").dump()));
+    CHECK(r["auditAnnotations"] == json({{"outcome", "patched"},
+                                         {"placement", "index-labels"},
+                                         {"replica", "0"},
+                                         {"host", "2"}}));
+  }
+  SECTION("a Pod that is no TPU worker: the outcome only") {
+    json review = read_fixture("admission/v5e-4x4-host2.json");
+    review["request"]["object"]["spec"]["containers"][0]["resources"] = json::object();
+    json r = review_of(f.post("/mutate", review.dump()));
+    CHECK(r["allowed"] == true);
+    CHECK_FALSE(r.contains("patch"));
+    CHECK(r["auditAnnotations"] == json({{"outcome", "allowed"}}));
+    json line = f.last_log();
+    CHECK(line["placement"] == "");
+    CHECK(line["replica"] == -1);
+  }
+  SECTION("a review the server cannot read, but whose uid it can") {
+    json r = review_of(f.post("/mutate", kUidPrefix + R"("kind":7}})"));
+    CHECK(r["allowed"] == false);
+    CHECK(r["auditAnnotations"]["outcome"] == "denied");
+    CHECK(r["auditAnnotations"]["reason"] == "malformed_request");
+    CHECK(f.last_log()["cluster"] == "");
+  }
+  SECTION("/validate") {
+    json review = read_fixture("admission/v5e-4x4-host2.json");
+    json r = review_of(f.post("/validate", review.dump()));
+    CHECK_FALSE(r.contains("auditAnnotations"));
+  }
 }
 
 TEST_CASE("a Pod review sent to /validate is denied as the wrong kind", "[service]") {
