@@ -127,7 +127,8 @@ TEST_CASE("path_name: metrics call the stateless paths \"labels\"", "[podpatch][
   CHECK(podpatch::path_name(PlacementPath::kLegacy) == "legacy");
 }
 
-TEST_CASE("path_detail: the log line and audit annotations name each path", "[podpatch][placement]") {
+TEST_CASE("path_detail: the log line and audit annotations name each path",
+          "[podpatch][placement]") {
   CHECK(podpatch::path_detail(PlacementPath::kLabels) == "index-labels");
   CHECK(podpatch::path_detail(PlacementPath::kReplicaLabel) == "replica-label");
   CHECK(podpatch::path_detail(PlacementPath::kAlreadyPlaced) == "already-placed");
