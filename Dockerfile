@@ -2,10 +2,25 @@
 #
 #   docker build -t <registry>/kuberay-tpu-webhook:0.3.0 .
 #
-# Stage 1 builds on Debian 12 with the project's own setup script (build dependencies only);
-# stage 2 is debian:bookworm-slim with exactly the runtime libraries the two binaries link (the
-# list is checked against `ldd` of a build by test/deploy/check_dockerfile.py), no compiler or
-# headers, running as an unprivileged numeric user so runAsNonRoot can verify it.
+# Stage 1 builds on Debian 12 with the project's own setup script (build dependencies only) and
+# lays out the image's whole root filesystem with scripts/stage-image-root.sh. Stage 2 is
+# FROM scratch and holds that tree and nothing else, about 17 MB on amd64:
+#   /usr/local/bin/kuberay-tpu-webhook, /usr/local/bin/webhook-dryrun   (stripped)
+#   the dynamic loader and every shared library `ldd` reports for the two binaries, copied from
+#     Debian 12 to the paths ldd reports (glibc, libstdc++, libgcc_s, OpenSSL, cpp-httplib,
+#     yaml-cpp, spdlog, fmt, simdjson, jemalloc, zlib, brotli)
+#   /etc/passwd, /etc/group (root, and nonroot = 65532), /etc/nsswitch.conf, an empty /tmp
+# There is no shell, no package manager, no CA bundle (the server trusts only the CA of its
+# service account or kubeconfig) and no time zone data (logs are in UTC). The library list comes
+# from ldd at build time, and the build fails unless both binaries start (`--version`) from the
+# staged tree with its own loader and libraries alone. test/deploy/check_dockerfile.py checks
+# this file and runs the staging script on a local build.
+#
+# Without a shell, `kubectl exec ... -- sh` cannot work. Debug with an ephemeral container that
+# joins the webhook's process namespace (the server is PID 1, its files under /proc/1/root):
+#   kubectl debug -it POD --image=debian:12-slim --target=kuberay-tpu-webhook --profile=general
+# and run the CLI from the image with
+#   docker run --rm --entrypoint /usr/local/bin/webhook-dryrun IMAGE --help
 
 FROM debian:bookworm AS build
 WORKDIR /src
@@ -18,28 +33,17 @@ RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=Release \
     && cmake --build /build -j"$(nproc)" \
     && cmake --install /build --prefix /staging --strip \
     && /staging/bin/kuberay-tpu-webhook --version
+# The runtime root: the binaries, their libraries and loader (from ldd), the user and group
+# files; fails unless both binaries start from it alone.
+RUN bash scripts/stage-image-root.sh /rootfs \
+        /staging/bin/kuberay-tpu-webhook /staging/bin/webhook-dryrun
 
-FROM debian:bookworm-slim AS runtime
+FROM scratch AS runtime
 LABEL org.opencontainers.image.title="kuberay-tpu-webhook" \
       org.opencontainers.image.description="Admission webhook for KubeRay TPU worker Pods and RayClusters"
-# One package for each shared library `ldd` reports for the two binaries, nothing else.
-RUN apt-get update \
-    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-        libbrotli1 \
-        libc6 \
-        libcpp-httplib0.11 \
-        libfmt9 \
-        libgcc-s1 \
-        libjemalloc2 \
-        libsimdjson14 \
-        libspdlog1.10 \
-        libssl3 \
-        libstdc++6 \
-        libyaml-cpp0.7 \
-        zlib1g \
-    && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb
-COPY --from=build /staging/bin/kuberay-tpu-webhook /staging/bin/webhook-dryrun /usr/local/bin/
-# 65532: the conventional "nonroot" id; the Helm chart and kustomize base run as it too.
+COPY --from=build /rootfs/ /
+# 65532: the conventional "nonroot" id (named in the image's /etc/passwd); the Helm chart and
+# kustomize base run as it too.
 USER 65532:65532
 # HTTPS admission endpoints (/mutate, /validate) and plain-HTTP health (/healthz, /readyz, /metrics).
 EXPOSE 9443 8081

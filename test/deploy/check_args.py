@@ -9,8 +9,11 @@ binary applies flags left to right and stops at --help, so exit 0 means every re
 value was accepted; a bad one exits 2 naming it. Also checks that deploy_checks.BINARY_FLAGS,
 the list the other deploy checks hold args to, is exactly the flag list of the binary's --help.
 
-Usage: check_args.py --root REPO_ROOT --build-dir BUILD [--kubectl PATH]
-Exit 77 (skipped) when the binary is not built in --build-dir.
+The chart variants are rendered by helmrender (chart_render.py), Helm's engine built from
+test/deploy/helmrender.
+
+Usage: check_args.py --root REPO_ROOT --build-dir BUILD --renderer HELMRENDER [--kubectl PATH]
+Exit 77 (skipped) when the binary or helmrender is not built.
 """
 import argparse
 import os
@@ -18,6 +21,7 @@ import re
 import subprocess
 import sys
 
+import chart_render
 import check_chart as cc
 import deploy_checks as dc
 
@@ -106,10 +110,13 @@ def main():
     ap.add_argument("--root", required=True)
     ap.add_argument("--build-dir", required=True)
     ap.add_argument("--kubectl", default="kubectl")
+    ap.add_argument("--renderer", default="")
     args = ap.parse_args()
     binary = os.path.join(args.build_dir, BINARY)
     if not os.path.exists(binary):
         print(f"SKIP: {binary} is not built yet")
+        return SKIP
+    if chart_render.missing(args.renderer):
         return SKIP
     r = dc.Report()
 
@@ -127,13 +134,11 @@ def main():
         check_deployment(binary, kobjs, "kustomize base", r)
 
     chart_dir = os.path.join(args.root, cc.CHART)
-    chart, values, files, defines = cc.load_chart(chart_dir, r)
-    for vname, over, lookup, expect, _ in cc.VARIANTS:
-        if expect is None:
-            continue  # refused by the chart itself; check_chart checks the message
-        out = cc.render(files, defines, chart, cc.merge(values, over), lookup, set(), set())
-        objs = cc.objects_of(out, f"variant {vname!r}", r)
-        check_deployment(binary, objs, f"chart variant {vname!r}", r)
+    variants = [v for v in cc.VARIANTS if v.expect is not None]  # refused ones: check_chart
+    for v, res in zip(variants, cc.render_variants(args.renderer, chart_dir, variants)):
+        if r.check(res.ok, f"chart variant {v.name!r}: render failed: {res.error}"):
+            objs = cc.objects_of(res, f"variant {v.name!r}", r)
+            check_deployment(binary, objs, f"chart variant {v.name!r}", r)
     return r.finish("rendered args")
 
 

@@ -6,7 +6,11 @@ edit could break (a webhook path, a port, an RBAC verb, a security setting, a va
 template directive, the Dockerfile's runtime stage, ...), runs the check that guards it and
 expects it to fail naming the problem. The untouched copy must pass first.
 
+A case may edit more than one file: its file is then a list of (file, old text, new text).
+Cases run two at a time (each in its own copy of the tree).
+
 Usage: check_breakage.py --root REPO_ROOT --kubectl PATH --yamllint PATH [--build-dir DIR]
+                         [--renderer HELMRENDER] [--node PATH]
 """
 import argparse
 import os
@@ -14,9 +18,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CHART = "deploy/helm/kuberay-tpu-webhook"
+SCHEMA = f"{CHART}/values.schema.json"
 
 # (what breaks, checker, file, old text, new text, a phrase the failure must contain)
 CASES = [
@@ -96,8 +102,16 @@ CASES = [
     ("template reads a value that does not exist", "chart", f"{CHART}/templates/service.yaml",
      ".Values.tpuWebhook.service.type", ".Values.tpuWebhook.service.kind", "is not in values.yaml"),
     ("function name typo", "chart", f"{CHART}/templates/deployment.yaml",
-     "toYaml $d.resources", "toYml $d.resources", "'toYml'"),
-    ("unclosed block", "chart", f"{CHART}/templates/pdb.yaml", "{{- end }}\n", "", "not closed"),
+     "toYaml $d.resources", "toYml $d.resources", 'function "toYml" not defined'),
+    ("a template calls env, which Helm's function map leaves out", "chart",
+     f"{CHART}/templates/service.yaml", "type: {{ .Values.tpuWebhook.service.type }}",
+     'type: {{ env "SERVICE_TYPE" | default .Values.tpuWebhook.service.type }}',
+     'function "env" not defined'),
+    ("unclosed block", "chart", f"{CHART}/templates/pdb.yaml", "{{- end }}\n", "", "unexpected EOF"),
+    ("a branch no variant renders", "chart", f"{CHART}/templates/service.yaml",
+     "  ports:\n", '  {{- if eq .Values.tpuWebhook.service.type "NodePort" }}\n'
+     "  externalTrafficPolicy: Local\n  {{- end }}\n  ports:\n",
+     "branches no variant renders (add a variant): templates/service.yaml:"),
     ("duplicate key in a template", "chart", f"{CHART}/templates/deployment.yaml",
      "  revisionHistoryLimit: 3\n", "  revisionHistoryLimit: 3\n  revisionHistoryLimit: 5\n",
      "duplicate key"),
@@ -141,21 +155,61 @@ CASES = [
      'resources: {{ if eq $mode "selfSigned" }}["rayclusters"]'
      '{{ else }}["rayclusters", "rayjobs", "rayservices"]{{ end }}',
      "variant 'selfSigned': validating rules"),
-    ("a value no template reads", "chart", f"{CHART}/values.yaml",
-     "  kuberayVersion: \"\"\n", "  kuberayVersion: \"\"\n  unusedKnob: 1\n", "unusedKnob"),
+    ("a value no template reads", "chart",
+     [(f"{CHART}/values.yaml", "  kuberayVersion: \"\"\n",
+       "  kuberayVersion: \"\"\n  unusedKnob: 1\n"),
+      (SCHEMA, '"kuberayVersion": {',
+       '"unusedKnob": {"type": "integer"},\n        "kuberayVersion": {')],
+     None, None, "values no template reads: ['tpuWebhook.unusedKnob']"),
+    ("the schema lets misspelt keys through", "schema", SCHEMA,
+     '"tpuWebhook": {\n      "type": "object",\n      "additionalProperties": false,\n',
+     '"tpuWebhook": {\n      "type": "object",\n',
+     "a misspelt key in a values file: rendered, but the schema should refuse it"),
+    ("the schema takes any replicas", "schema", SCHEMA,
+     '"replicas": {"type": "integer", "minimum": 1},', '"replicas": {},',
+     "replicas as a string: rendered, but the schema should refuse it"),
+    ("the schema forgets a value", "schema", SCHEMA,
+     '            "priorityClassName": {"type": "string"},\n', "",
+     "values.yaml tpuWebhook.deployment.priorityClassName: not described"),
+    ("the schema refuses the Go chart's keys", "schema", SCHEMA,
+     '"pullPolicy": {"type": "string", "enum": ["Always", "IfNotPresent", "Never"]},',
+     '"pullPolicy": {"type": "string", "enum": ["Always", "Never"]},',
+     "the Go chart's values file without bindPort"),
+    ("the schema refuses the defaults", "chart", SCHEMA, '"minimum": 1024,', '"minimum": 10000,',
+     "tpuWebhook.deployment.bindPort: Must be greater than or equal to 10000"),
     ("a bad value is accepted", "chart", f"{CHART}/templates/_helpers.tpl",
      '{{- if has $mode (list "certManager" "selfSigned" "existingSecret") -}}', "{{- if true -}}",
      "should fail"),
     ("unquoted off in values", "yamllint", f"{CHART}/values.yaml",
      'legacyIndexing: "auto"', "legacyIndexing: off", "truthy"),
-    ("runtime stage ships a compiler", "dockerfile", "Dockerfile",
-     "        libbrotli1 \\\n", "        libbrotli1 \\\n        g++ \\\n", "build tools"),
+    ("runtime stage runs a command", "dockerfile", "Dockerfile",
+     "COPY --from=build /rootfs/ /\n", "COPY --from=build /rootfs/ /\nRUN mkdir -p /data\n",
+     "RUN in the runtime stage"),
+    ("runtime stage on a base with a shell", "dockerfile", "Dockerfile",
+     "FROM scratch AS runtime", "FROM debian:bookworm-slim AS runtime", "runtime stage FROM"),
     ("runtime stage runs as root", "dockerfile", "Dockerfile",
      "USER 65532:65532", "USER root", "numeric non-root"),
+    ("scratch stage without the loader and libraries", "dockerfile", "Dockerfile",
+     "COPY --from=build /rootfs/ /\n",
+     "COPY --from=build /staging/bin/kuberay-tpu-webhook /staging/bin/webhook-dryrun "
+     "/usr/local/bin/\n", "does not copy the staged root"),
+    ("ENTRYPOINT in shell form", "dockerfile", "Dockerfile",
+     'ENTRYPOINT ["/usr/local/bin/kuberay-tpu-webhook"]',
+     "ENTRYPOINT /usr/local/bin/kuberay-tpu-webhook", "exec (JSON) form"),
     ("build stage skips the setup script", "dockerfile", "Dockerfile",
      "SETUP_MINIMAL=1 bash scripts/setup.sh", "apt-get install -y g++", "scripts/setup.sh"),
-    ("a runtime library missing", "libs", "Dockerfile",
-     "        libssl3 \\\n", "", "does not install ['libssl3']"),
+    ("the staging script leaves a library out", "libs", "scripts/stage-image-root.sh",
+     '$2 == "=>" && $3 ~ /^\\// {', '$2 == "=>" && $3 ~ /^\\// && $1 !~ /^libssl/ {',
+     "libssl.so.3'], which ldd reports"),
+    ("the staging script leaves the loader out", "libs", "scripts/stage-image-root.sh",
+     "$1 ~ /^\\// { print $1 }", "$1 ~ /^\\/nowhere/ { print $1 }", "is not staged"),
+    ("the staging script stages symlinks", "libs", "scripts/stage-image-root.sh",
+     'cp -L "$path" "$dest"', 'cp -P "$path" "$dest"', "has symlinks"),
+    ("ENTRYPOINT where no binary is staged", "libs", "Dockerfile",
+     'ENTRYPOINT ["/usr/local/bin/kuberay-tpu-webhook"]',
+     'ENTRYPOINT ["/usr/bin/kuberay-tpu-webhook"]', "is not in the staged root"),
+    ("USER missing from the image's /etc/passwd", "libs", "Dockerfile",
+     "USER 65532:65532", "USER 10001:10001", "is not in the staged /etc/passwd"),
     ("--memory-limit not passed", "kustomize", "deploy/manifests/deployment.yaml",
      "            - --memory-limit=$(WEBHOOK_MEMORY_LIMIT)\n", "",
      "--memory-limit=None, want $(WEBHOOK_MEMORY_LIMIT)"),
@@ -190,12 +244,26 @@ CASES = [
      f"{CHART}/templates/networkpolicy.yaml",
      "{{- if not (or $np.apiServerCIDRs $np.apiServerPeers) }}", "{{- if false }}",
      "should fail"),
+    ("chart PrometheusRule not the rule file's groups", "chart",
+     f"{CHART}/templates/prometheusrule.yaml", "spec:\n  groups:\n", "spec:\n  rules:\n",
+     "PrometheusRule spec is not"),
+    ("chart dashboard ConfigMap ignores the sidecar label value", "chart",
+     f"{CHART}/templates/dashboard.yaml", "{{ $dash.labelValue | toString | quote }}", '"1"',
+     "dashboard ConfigMap labels"),
+    ("chart dashboard ConfigMap always in the webhook's namespace", "chart",
+     f"{CHART}/templates/dashboard.yaml",
+     '{{ $dash.namespace | default (include "kuberay-tpu-webhook.namespace" .) }}',
+     '{{ include "kuberay-tpu-webhook.namespace" . }}',
+     "in namespace 'ray-system', want monitoring"),
+    ("chart dashboard ConfigMap loses the dashboard", "chart", f"{CHART}/templates/dashboard.yaml",
+     "  kuberay-tpu-webhook.json: |-\n", "  dashboard.json: |-\n", "dashboard ConfigMap keys"),
 ]
 
 
 def copy_tree(root, dst):
     for rel in ("deploy", "test/deploy", "scripts"):
-        shutil.copytree(os.path.join(root, rel), os.path.join(dst, rel))
+        shutil.copytree(os.path.join(root, rel), os.path.join(dst, rel),
+                        ignore=shutil.ignore_patterns("node_modules", "__pycache__"))
     for rel in ("Dockerfile", ".dockerignore"):
         shutil.copy(os.path.join(root, rel), os.path.join(dst, rel))
 
@@ -204,17 +272,55 @@ def run(checker, root, args):
     py = sys.executable
     cmd = {
         "kustomize": [py, f"{HERE}/check_kustomize.py", "--root", root, "--kubectl", args.kubectl],
-        "chart": [py, f"{HERE}/check_chart.py", "--root", root, "--kubectl", args.kubectl],
+        "chart": [py, f"{HERE}/check_chart.py", "--root", root, "--kubectl", args.kubectl,
+                  "--renderer", args.renderer, "--node", args.node or "node"],
+        "schema": [py, f"{HERE}/check_chart_schema.py", "--root", root,
+                   "--renderer", args.renderer],
         "yamllint": [py, f"{HERE}/run_yamllint.py", "--root", root, "--yamllint", args.yamllint],
         "dockerfile": [py, f"{HERE}/check_dockerfile.py", "--root", root],
         "libs": [py, f"{HERE}/check_dockerfile.py", "--root", root, "--libs",
                  "--build-dir", args.build_dir or "/nonexistent"],
         "args": [py, f"{HERE}/check_args.py", "--root", root, "--kubectl", args.kubectl,
-                 "--build-dir", args.build_dir or "/nonexistent"],
+                 "--build-dir", args.build_dir or "/nonexistent", "--renderer", args.renderer],
     }[checker]
     p = subprocess.run(cmd, capture_output=True, text=True,
                        env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
     return p.returncode, p.stdout + p.stderr
+
+
+def edits_of(rel, old, new):
+    """A case's edits: [(file, old text, new text), ...]."""
+    return rel if old is None else [(rel, old, new)]
+
+
+def run_case(i, case, tmp, args):
+    """Breaks a fresh copy of the tree as the case says and runs its checker. Returns (missed,
+    the line to print)."""
+    what, checker, rel, old, new, phrase = case
+    work = os.path.join(tmp, f"case{i}")
+    copy_tree(args.root, work)
+    for path_rel, before, after in edits_of(rel, old, new):
+        path = os.path.join(work, path_rel)
+        with open(path) as f:
+            text = f.read()
+        if text.count(before) != 1:
+            return True, (f"FAIL: {what}: {path_rel} no longer contains {before!r} exactly once; "
+                          "update the case")
+        with open(path, "w") as f:
+            f.write(text.replace(before, after))
+    rc, out = run(checker, work, args)
+    shutil.rmtree(work, ignore_errors=True)
+    if rc == 0 or rc == 77:
+        return True, f"FAIL: {what}: the {checker} check still passes"
+    if phrase not in out:
+        return True, f"FAIL: {what}: the {checker} check fails, but without {phrase!r}:\n{out}"
+    line = next((ln for ln in out.splitlines() if phrase in ln), "")
+    return False, f"caught: {what}: {line.strip()[:150]}"
+
+
+# Checkers that need something built: their cases are skipped when the unbroken tree skips.
+NEEDS_BUILD = {"libs": "the binaries built in --build-dir", "args": "the binaries and helmrender",
+               "chart": "helmrender", "schema": "helmrender"}
 
 
 def main():
@@ -223,44 +329,31 @@ def main():
     ap.add_argument("--kubectl", default="kubectl")
     ap.add_argument("--yamllint", default=shutil.which("yamllint") or "yamllint")
     ap.add_argument("--build-dir")
+    ap.add_argument("--renderer", default="")
+    ap.add_argument("--node", default=None)
     args = ap.parse_args()
-    failures = 0
     with tempfile.TemporaryDirectory() as tmp:
         clean = os.path.join(tmp, "clean")
         copy_tree(args.root, clean)
         ready = {}
-        for checker in ("kustomize", "chart", "yamllint", "dockerfile", "libs", "args"):
+        for checker in ("kustomize", "chart", "schema", "yamllint", "dockerfile", "libs", "args"):
             rc, out = run(checker, clean, args)
             if rc not in (0, 77):
                 print(f"FAIL: the unbroken tree fails {checker}:\n{out}")
                 return 1
             ready[checker] = rc == 0
-        for i, (what, checker, rel, old, new, phrase) in enumerate(CASES):
-            if checker in ("libs", "args") and not ready[checker]:
-                print(f"skip: {what} (needs the binaries built in --build-dir)")
-                continue
-            work = os.path.join(tmp, f"case{i}")
-            copy_tree(args.root, work)
-            path = os.path.join(work, rel)
-            with open(path) as f:
-                text = f.read()
-            if text.count(old) != 1:
-                print(f"FAIL: {what}: {rel} no longer contains {old!r} exactly once; update the case")
-                failures += 1
-                continue
-            with open(path, "w") as f:
-                f.write(text.replace(old, new))
-            rc, out = run(checker, work, args)
-            if rc == 0 or rc == 77:
-                print(f"FAIL: {what}: the {checker} check still passes")
-                failures += 1
-            elif phrase not in out:
-                print(f"FAIL: {what}: the {checker} check fails, but without {phrase!r}:\n{out}")
-                failures += 1
+        todo = []
+        for i, case in enumerate(CASES):
+            if case[1] in NEEDS_BUILD and not ready[case[1]]:
+                print(f"skip: {case[0]} (needs {NEEDS_BUILD[case[1]]})")
             else:
-                line = next((ln for ln in out.splitlines() if phrase in ln), "")
-                print(f"caught: {what}: {line.strip()[:150]}")
-    print(f"breakage cases: {len(CASES)}, missed: {failures}")
+                todo.append((i, case))
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+            results = list(pool.map(lambda ic: run_case(ic[0], ic[1], tmp, args), todo))
+    for _, line in results:
+        print(line)
+    failures = sum(missed for missed, _ in results)
+    print(f"breakage cases: {len(CASES)}, run: {len(todo)}, missed: {failures}")
     return 1 if failures else 0
 
 

@@ -190,14 +190,16 @@ def excluded_namespaces(ns_selector):
 
 def check_install(objs, r, cert_mode="certManager", expect_defaults=True, namespace_created=True,
                   ca_bundle=None, secret_name=SECRET, replicas=None, helm=False,
-                  network_policy=None):
+                  network_policy=None, elsewhere=None):
     """Checks one rendered install. expect_defaults: also pin the shipped defaults (2 replicas,
     --legacy-indexing=auto, PodDisruptionBudget, mutating Fail, validating Ignore, 5 s, no
     NetworkPolicy unless network_policy says otherwise); cert_mode: certManager | selfSigned | existingSecret; replicas: the
     Deployment's replicas (2 when expect_defaults, unchecked otherwise); helm: the chart's own
     additions (the created Namespace's helm.sh/resource-policy: keep); network_policy: None when
     no NetworkPolicy may be rendered, else the sources it must allow, as
-    {"https": [peer, ...], "health": [peer, ...]} (check_network_policy)."""
+    {"https": [peer, ...], "health": [peer, ...]} (check_network_policy); elsewhere: the
+    namespaced objects that belong in another namespace than NAMESPACE, {(kind, name): namespace}
+    (a Grafana dashboard ConfigMap in Grafana's namespace)."""
     if replicas is None and expect_defaults:
         replicas = 2
     idx = index(objs, r)
@@ -208,13 +210,15 @@ def check_install(objs, r, cert_mode="certManager", expect_defaults=True, namesp
         r.check(o is not None, f"missing {kind} {name}")
         return o or {}
 
-    # Namespaces: every namespaced object in ray-system, cluster-scoped ones without one.
+    # Namespaces: every namespaced object in ray-system (unless elsewhere says otherwise),
+    # cluster-scoped ones without one.
     for (kind, name), o in idx.items():
         ns = o["metadata"].get("namespace")
         if kind in CLUSTER_SCOPED:
             r.check(ns is None, f"{kind} {name} is cluster-scoped but has namespace {ns}")
         else:
-            r.check(ns == NAMESPACE, f"{kind} {name} in namespace {ns!r}, want {NAMESPACE}")
+            want_ns = (elsewhere or {}).get((kind, name), NAMESPACE)
+            r.check(ns == want_ns, f"{kind} {name} in namespace {ns!r}, want {want_ns}")
     if namespace_created:
         ns_obj = get("Namespace", NAMESPACE)
         if helm:

@@ -51,7 +51,9 @@ def files_under(root, top):
         return
     for dirpath, dirnames, filenames in os.walk(base):
         rel_dir = os.path.relpath(dirpath, root)
-        dirnames[:] = sorted(d for d in dirnames if os.path.join(rel_dir, d) not in SKIP_DIRS)
+        # npm's installs (test/deploy/schema/node_modules) are not the project's text either.
+        dirnames[:] = sorted(d for d in dirnames
+                             if os.path.join(rel_dir, d) not in SKIP_DIRS and d != "node_modules")
         for name in sorted(filenames):
             if name.endswith(TEXT_EXT):
                 yield os.path.join(rel_dir, name)

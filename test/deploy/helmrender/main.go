@@ -1,0 +1,176 @@
+// Command helmrender renders a Helm chart the way `helm template` does, so that the deploy tests
+// can check the chart on machines without a helm binary. It uses the pieces Helm 3 itself is
+// built from: Go's text/template with missingkey=zero, Sprig's function map (less env and
+// expandenv) plus Helm's own functions (include, tpl, required, fail, lookup, toYaml, fromYaml,
+// fromYamlArray, toJson, fromJson, fromJsonArray, toToml, fromToml), sigs.k8s.io/yaml for every
+// YAML conversion, and gojsonschema, which Helm 3 used up to 3.18.4, to apply values.schema.json.
+//
+// Usage:
+//
+//	helmrender [flags] CHART_DIR
+//
+// It prints what `helm template` prints ("---\n# Source: <chart>/templates/<file>\n<doc>\n" per
+// document, in Helm's install order), or "Error: <message>" on stderr with exit status 1, with
+// Helm's wording: schema violations ("values don't meet the specifications of the schema(s)
+// ..."), `required` and `fail` ("execution error at (<file>:<line>:<col>): <message>"), parse
+// errors ("parse error at (<file>:<line>): ...") and YAML errors ("YAML parse error on <file>").
+//
+// What it adds to Helm: --lookup gives `lookup` a set of objects to find (helm template has no
+// cluster, so its lookup always returns an empty map), and --report writes a JSON file with the
+// rendered NOTES.txt, the branch coverage of every if/with/range and the values the templates
+// read (coverage.go). What it leaves out: subcharts (a chart with dependencies fails loudly
+// rather than rendering something Helm would not) and a live cluster.
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// stringList is a repeatable command-line flag.
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+type options struct {
+	chartDir    string
+	release     string
+	namespace   string
+	kubeVersion string
+	lookupFile  string
+	reportFile  string
+	valueFiles  stringList
+	setValues   stringList
+	setStrings  stringList
+	apiVersions stringList
+	isUpgrade   bool
+	skipSchema  bool
+	debug       bool
+}
+
+func parseFlags(args []string, stderr io.Writer) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("helmrender", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.release, "name", "release-name", "release name (.Release.Name)")
+	fs.StringVar(&o.namespace, "namespace", "default", "release namespace (.Release.Namespace)")
+	fs.StringVar(&o.kubeVersion, "kube-version", defaultKubeVersion,
+		"Kubernetes version for .Capabilities and the chart's kubeVersion constraint")
+	fs.Var(&o.apiVersions, "api-versions", "an extra API version for .Capabilities.APIVersions (repeatable)")
+	fs.Var(&o.valueFiles, "f", "a values file, merged over the previous ones (repeatable)")
+	fs.Var(&o.valueFiles, "values", "same as -f")
+	fs.Var(&o.setValues, "set", "key=value[,key=value], as helm --set (repeatable)")
+	fs.Var(&o.setStrings, "set-string", "key=value[,key=value], values kept as strings (repeatable)")
+	fs.StringVar(&o.lookupFile, "lookup", "", "YAML or JSON list of objects that lookup finds")
+	fs.StringVar(&o.reportFile, "report", "", "write coverage, values read and NOTES.txt here (JSON)")
+	fs.BoolVar(&o.isUpgrade, "is-upgrade", false, "render as an upgrade (.Release.IsUpgrade)")
+	fs.BoolVar(&o.skipSchema, "skip-schema-validation", false, "do not apply values.schema.json, as helm's flag")
+	fs.BoolVar(&o.debug, "debug", false, "on a YAML error, also print the rendered files, as helm --debug")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() != 1 {
+		return nil, errors.New("want exactly one chart directory after the flags")
+	}
+	o.chartDir = fs.Arg(0)
+	return o, nil
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "Error: %s\n", err)
+		return 2
+	}
+	var cov *coverage
+	if o.reportFile != "" {
+		cov = newCoverage()
+	}
+	out, err := helmTemplate(o, cov, stderr)
+	if cov != nil {
+		if werr := writeReport(o.reportFile, cov); werr != nil && err == nil {
+			err = werr
+		}
+	}
+	if err != nil {
+		var y *yamlError
+		if errors.As(err, &y) {
+			if o.debug {
+				io.WriteString(stdout, out)
+			} else {
+				err = fmt.Errorf("%w\n\nUse --debug flag to render out invalid YAML", err)
+			}
+		}
+		fmt.Fprintf(stderr, "Error: %s\n", err)
+		return 1
+	}
+	io.WriteString(stdout, out)
+	return 0
+}
+
+// helmTemplate is `helm template`: values, schema, render, then the manifests in install order.
+func helmTemplate(o *options, cov *coverage, stderr io.Writer) (string, error) {
+	if err := validateReleaseName(o.release); err != nil {
+		return "", err
+	}
+	ch, err := loadChart(o.chartDir)
+	if err != nil {
+		return "", err
+	}
+	caps, err := newCapabilities(o.kubeVersion, o.apiVersions)
+	if err != nil {
+		return "", err
+	}
+	user, err := userValues(o)
+	if err != nil {
+		return "", err
+	}
+	vals := coalesceValues(ch, user, func(format string, a ...interface{}) {
+		fmt.Fprintf(stderr, "warning: "+format+"\n", a...)
+	})
+	if !o.skipSchema {
+		if err := validateAgainstSchema(ch, vals); err != nil {
+			return "", err
+		}
+	}
+	if err := checkKubeVersion(ch, caps); err != nil {
+		return "", err
+	}
+	lookup, err := loadLookupObjects(o.lookupFile)
+	if err != nil {
+		return "", err
+	}
+	top := renderValues(ch, vals, o, caps)
+	eng := &engine{lookupObjects: lookup, cov: cov}
+	files, err := eng.render(ch, top)
+	if err != nil {
+		return "", err
+	}
+	notes := takeNotes(ch, files)
+	if cov != nil {
+		cov.notes = notes
+	}
+	manifests, hooks, err := sortManifests(files, stderr)
+	if err != nil {
+		return rawFiles(files), err
+	}
+	return printManifests(manifests, hooks), nil
+}
+
+func writeReport(path string, cov *coverage) error {
+	data, err := json.MarshalIndent(cov.report(), "", " ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(data, '\n'), 0o644)
+}
