@@ -19,10 +19,52 @@ for arg in "$@"; do
   case "$arg" in
     --self-check) SELF_CHECK=1 ;;
     --no-build) BUILD=0 ;;
-    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "run-dev.sh: unknown argument $arg (see --help)" >&2; exit 2 ;;
   esac
 done
+
+# A port already taken is reported before anything is built or printed. Binding it is the test
+# (the webhook binds 127.0.0.1 too); port 0 picks a free one, as --self-check does by default.
+port_free() {
+  python3 -c 'import socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+try:
+    s.bind(("127.0.0.1", int(sys.argv[1])))
+except OSError:
+    sys.exit(1)' "$1"
+}
+free_port_near() {
+  local p
+  for ((p = $1 + 1; p < $1 + 100 && p <= 65535; p++)); do
+    port_free "$p" && { echo "$p"; return; }
+  done
+  echo 0
+}
+check_port() {  # NAME VALUE
+  [[ "$2" =~ ^[0-9]+$ ]] && (($2 <= 65535)) ||
+    { echo "run-dev: $1=$2 is not a port number (0-65535)" >&2; exit 2; }
+  if [[ "$2" != 0 ]] && ! port_free "$2"; then
+    echo "run-dev: port $2 on 127.0.0.1 is already in use (another webhook, or another" \
+      "program: ss -ltnp 'sport = :$2' shows which); pick another with $1=, for example" \
+      "$1=$(free_port_near "$2") bash scripts/run.sh" >&2
+    exit 1
+  fi
+}
+if [[ "$SELF_CHECK" == 0 ]]; then
+  PORT="${PORT:-9443}"
+  HEALTH_PORT="${HEALTH_PORT:-8081}"
+else
+  PORT="${PORT:-0}"
+  HEALTH_PORT="${HEALTH_PORT:-0}"
+fi
+check_port PORT "$PORT"
+check_port HEALTH_PORT "$HEALTH_PORT"
+if [[ "$PORT" != 0 && "$PORT" == "$HEALTH_PORT" ]]; then
+  echo "run-dev: PORT and HEALTH_PORT are both $PORT; give them different ports" >&2
+  exit 2
+fi
 
 if [[ "$BUILD" == 1 ]]; then
   if [[ ! -f "$BUILD_DIR/CMakeCache.txt" ]]; then
@@ -58,8 +100,6 @@ TUTORIAL="$ROOT/examples/gke-tutorial/ray-cluster.tpu-v6e-multihost.yaml"
 DECODE="python3 -c 'import base64,json,sys; r=json.load(sys.stdin)[\"response\"]; print(json.dumps(dict(r, patch=json.loads(base64.b64decode(r[\"patch\"]))) if \"patch\" in r else r, indent=2))'"
 
 if [[ "$SELF_CHECK" == 0 ]]; then
-  PORT="${PORT:-9443}"
-  HEALTH_PORT="${HEALTH_PORT:-8081}"
   cat <<EOF
 
 kuberay-tpu-webhook dev mode: HTTPS on https://localhost:$PORT, health on http://localhost:$HEALTH_PORT
@@ -81,8 +121,6 @@ EOF
 fi
 
 # --self-check: the same, unattended.
-PORT="${PORT:-0}"
-HEALTH_PORT="${HEALTH_PORT:-0}"
 "$WEBHOOK" --bind-address="127.0.0.1:$PORT" --health-address="127.0.0.1:$HEALTH_PORT" \
   --tls-cert-file="$DEV/tls.crt" --tls-private-key-file="$DEV/tls.key" \
   --legacy-indexing=off --log-format=json 2> "$DEV/webhook.log" &
