@@ -87,7 +87,7 @@ struct ApiClient::Tls {
 webhook::Result<std::unique_ptr<ApiClient::Tls>> ApiClient::Tls::parse(
     const ClusterConfig& config) {
   auto tls = std::make_unique<Tls>();
-  if (config.https) {
+  if (config.https && !config.insecure_skip_verify) {
     BioPtr bio = memory_bio(config.ca_pem);
     while (X509* x = PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr)) {
       tls->cas.emplace_back(x);
@@ -194,6 +194,11 @@ std::unique_ptr<httplib::ClientImpl> ApiClient::connect() const {
   if (ctx == nullptr) {
     return nullptr;
   }
+  client->enable_server_certificate_verification(false);
+  if (config_.insecure_skip_verify) {  // kubeconfig insecure-skip-tls-verify, where allowed
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, nullptr);
+    return client;
+  }
   // Trust the configured CAs only, and check the server's name or IP (OpenSSL does both during
   // the handshake); httplib's own check would add the system's CAs.
   X509_STORE* store = X509_STORE_new();
@@ -208,7 +213,6 @@ std::unique_ptr<httplib::ClientImpl> ApiClient::connect() const {
   } else {
     X509_VERIFY_PARAM_set1_host(param, config_.host.c_str(), config_.host.size());
   }
-  client->enable_server_certificate_verification(false);
   return client;
 }
 

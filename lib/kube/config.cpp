@@ -104,13 +104,91 @@ webhook::Result<std::string> data_or_file(const YAML::Node& map, const char* dat
   return text;
 }
 
-webhook::Result<ClusterConfig> parse_kubeconfig(const YAML::Node& root, const std::string& path) {
+// The cluster entry's server, TLS verification and CA.
+webhook::Status read_cluster(const YAML::Node& cluster, const std::filesystem::path& dir,
+                             const std::string& cluster_where, bool allow_insecure,
+                             ClusterConfig& config) {
+  std::string server = scalar(cluster, "server");
+  if (server.empty()) {
+    return webhook::invalid_argument(cluster_where + ": server is not set");
+  }
+  if (webhook::Status s = parse_server_url(server, config); !s) {
+    return webhook::invalid_argument(cluster_where + ": " + s.error().message);
+  }
+  std::string insecure = scalar(cluster, "insecure-skip-tls-verify");
+  config.insecure_skip_verify = insecure == "true" || insecure == "True" || insecure == "yes";
+  if (config.insecure_skip_verify && !allow_insecure) {
+    return webhook::invalid_argument(
+        cluster_where +
+        ": insecure-skip-tls-verify is not supported: the webhook places TPU workers from what "
+        "the API server tells it, so it verifies the server; set certificate-authority or "
+        "certificate-authority-data instead");
+  }
+  webhook::Result<std::string> ca = data_or_file(cluster, "certificate-authority-data",
+                                                 "certificate-authority", dir, cluster_where);
+  if (!ca) {
+    return ca.error();
+  }
+  config.ca_pem = std::move(*ca);
+  if (config.https && config.ca_pem.empty() && !config.insecure_skip_verify) {
+    return webhook::invalid_argument(
+        cluster_where +
+        ": neither certificate-authority nor certificate-authority-data is set; the API "
+        "server's certificate is verified against it");
+  }
+  return {};
+}
+
+// The user entry's credentials: a token or token file, or a client certificate and key.
+webhook::Status read_user(const YAML::Node& user, const std::filesystem::path& dir,
+                          const std::string& user_where, ClusterConfig& config) {
+  for (const char* plugin : {"exec", "auth-provider"}) {
+    if (user[plugin]) {
+      return webhook::invalid_argument(
+          user_where + ": " + plugin +
+          " credential plugins are not supported; use a token (for example one from `kubectl "
+          "create token SERVICE-ACCOUNT`, or a service account's), tokenFile or client "
+          "certificate, or run in the cluster");
+    }
+  }
+  config.token = scalar(user, "token");
+  std::string token_file = scalar(user, "tokenFile");
+  if (token_file.empty()) {
+    token_file = scalar(user, "token-file");
+  }
+  if (!token_file.empty()) {
+    std::filesystem::path p(token_file);
+    config.token_file = p.is_relative() ? (dir / p).string() : p.string();
+  }
+  webhook::Result<std::string> cert =
+      data_or_file(user, "client-certificate-data", "client-certificate", dir, user_where);
+  if (!cert) {
+    return cert.error();
+  }
+  webhook::Result<std::string> key =
+      data_or_file(user, "client-key-data", "client-key", dir, user_where);
+  if (!key) {
+    return key.error();
+  }
+  if (cert->empty() != key->empty()) {
+    return webhook::invalid_argument(user_where +
+                                     ": client-certificate and client-key go "
+                                     "together; one of them is missing");
+  }
+  config.client_cert_pem = std::move(*cert);
+  config.client_key_pem = std::move(*key);
+  return {};
+}
+
+webhook::Result<ClusterConfig> parse_kubeconfig(const YAML::Node& root, const std::string& path,
+                                                const KubeconfigOptions& options) {
   std::filesystem::path dir = std::filesystem::path(path).parent_path();
   std::string where = "kubeconfig " + path;
   if (!root.IsMap()) {
     return webhook::invalid_argument(where + ": not a kubeconfig (expected a YAML mapping)");
   }
-  std::string context_name = scalar(root, "current-context");
+  std::string context_name =
+      options.context.empty() ? scalar(root, "current-context") : options.context;
   if (context_name.empty()) {
     return webhook::invalid_argument(where +
                                      ": current-context is not set; run kubectl config "
@@ -118,8 +196,9 @@ webhook::Result<ClusterConfig> parse_kubeconfig(const YAML::Node& root, const st
   }
   std::optional<YAML::Node> context = named(root["contexts"], context_name, "context");
   if (!context) {
-    return webhook::invalid_argument(where + ": current-context " + webhook::quote(context_name) +
-                                     " is not among its contexts");
+    return webhook::invalid_argument(where + ": " +
+                                     (options.context.empty() ? "current-context " : "context ") +
+                                     webhook::quote(context_name) + " is not among its contexts");
   }
   std::string cluster_name = scalar(*context, "cluster");
   std::string user_name = scalar(*context, "user");
@@ -131,34 +210,9 @@ webhook::Result<ClusterConfig> parse_kubeconfig(const YAML::Node& root, const st
   }
   ClusterConfig config;
   config.origin = where + " (context " + webhook::quote(context_name) + ")";
-  std::string cluster_where = where + ": cluster " + webhook::quote(cluster_name);
-  std::string server = scalar(*cluster, "server");
-  if (server.empty()) {
-    return webhook::invalid_argument(cluster_where + ": server is not set");
-  }
-  if (webhook::Status s = parse_server_url(server, config); !s) {
-    return webhook::invalid_argument(cluster_where + ": " + s.error().message);
-  }
-  std::string insecure = scalar(*cluster, "insecure-skip-tls-verify");
-  if (insecure == "true" || insecure == "True" || insecure == "yes") {
-    return webhook::invalid_argument(
-        cluster_where +
-        ": insecure-skip-tls-verify is not supported: the webhook places TPU workers from what "
-        "the API server tells it, so it verifies the server; set certificate-authority or "
-        "certificate-authority-data instead");
-  }
-  webhook::Result<std::string> ca = data_or_file(*cluster, "certificate-authority-data",
-                                                 "certificate-authority", dir, cluster_where);
-  if (!ca) {
-    return ca.error();
-  }
-  config.ca_pem = std::move(*ca);
-  if (config.https && config.ca_pem.empty()) {
-    return webhook::invalid_argument(
-        cluster_where +
-        ": neither certificate-authority nor certificate-authority-data is set; the webhook "
-        "verifies the API server's certificate against it");
-  }
+  config.context_namespace = scalar(*context, "namespace");
+  RETURN_IF_ERROR(read_cluster(*cluster, dir, where + ": cluster " + webhook::quote(cluster_name),
+                               options.allow_insecure, config));
   if (user_name.empty()) {
     return config;  // no credentials: anonymous (or kubectl proxy)
   }
@@ -168,41 +222,7 @@ webhook::Result<ClusterConfig> parse_kubeconfig(const YAML::Node& root, const st
                                      " names user " + webhook::quote(user_name) +
                                      ", which is not among its users");
   }
-  std::string user_where = where + ": user " + webhook::quote(user_name);
-  for (const char* plugin : {"exec", "auth-provider"}) {
-    if ((*user)[plugin]) {
-      return webhook::invalid_argument(
-          user_where + ": " + plugin +
-          " credential plugins are not supported; use a token, tokenFile or client "
-          "certificate (for example a service account's token), or run in the cluster");
-    }
-  }
-  config.token = scalar(*user, "token");
-  std::string token_file = scalar(*user, "tokenFile");
-  if (token_file.empty()) {
-    token_file = scalar(*user, "token-file");
-  }
-  if (!token_file.empty()) {
-    std::filesystem::path p(token_file);
-    config.token_file = p.is_relative() ? (dir / p).string() : p.string();
-  }
-  webhook::Result<std::string> cert =
-      data_or_file(*user, "client-certificate-data", "client-certificate", dir, user_where);
-  if (!cert) {
-    return cert.error();
-  }
-  webhook::Result<std::string> key =
-      data_or_file(*user, "client-key-data", "client-key", dir, user_where);
-  if (!key) {
-    return key.error();
-  }
-  if (cert->empty() != key->empty()) {
-    return webhook::invalid_argument(user_where +
-                                     ": client-certificate and client-key go "
-                                     "together; one of them is missing");
-  }
-  config.client_cert_pem = std::move(*cert);
-  config.client_key_pem = std::move(*key);
+  RETURN_IF_ERROR(read_user(*user, dir, where + ": user " + webhook::quote(user_name), config));
   return config;
 }
 
@@ -333,15 +353,34 @@ webhook::Result<ClusterConfig> in_cluster_config(const EnvLookup& env, std::stri
 }
 
 webhook::Result<ClusterConfig> kubeconfig_config(const std::string& path) {
+  return kubeconfig_config(path, KubeconfigOptions{});
+}
+
+webhook::Result<ClusterConfig> kubeconfig_config(const std::string& path,
+                                                 const KubeconfigOptions& options) {
   webhook::Result<std::string> text = read_file(path, 16 << 20);
   if (!text) {
     return webhook::invalid_argument("kubeconfig: " + text.error().message);
   }
   try {
-    return parse_kubeconfig(YAML::Load(*text), path);
+    return parse_kubeconfig(YAML::Load(*text), path, options);
   } catch (const YAML::Exception& e) {
     return webhook::invalid_argument("kubeconfig " + path + ": not valid YAML: " + e.what());
   }
+}
+
+std::string kubeconfig_path(const std::string& flag, const EnvLookup& env) {
+  if (!flag.empty()) {
+    return flag;
+  }
+  if (std::optional<std::string> list = env("KUBECONFIG"); list && !list->empty()) {
+    std::string first = list->substr(0, list->find(':'));
+    if (!first.empty()) {
+      return first;
+    }
+  }
+  std::optional<std::string> home = env("HOME");
+  return home && !home->empty() ? *home + "/.kube/config" : std::string();
 }
 
 webhook::Result<ClusterConfig> load_config(const std::string& kube_config_path) {

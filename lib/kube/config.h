@@ -34,6 +34,11 @@ struct ClusterConfig {
   std::string token_file;  // re-read when it changes; wins over `token` (as client-go)
   std::string client_cert_pem;
   std::string client_key_pem;
+  // kubeconfig insecure-skip-tls-verify, honoured only when the caller allows it
+  // (KubeconfigOptions::allow_insecure: a read-only client such as kubectl-tpu_slice): the
+  // server's certificate is then not verified and no CA is needed.
+  bool insecure_skip_verify = false;
+  std::string context_namespace;  // the context's namespace ("" when it sets none)
   std::string origin;  // for messages: "in-cluster service account" or "kubeconfig <path> ..."
 };
 
@@ -56,6 +61,19 @@ webhook::Result<ClusterConfig> in_cluster_config(const EnvLookup& env = process_
 // InvalidArgument naming the file and field for a malformed file, an unknown context, a missing
 // CA, insecure-skip-tls-verify, or an exec/auth-provider user.
 webhook::Result<ClusterConfig> kubeconfig_config(const std::string& path);
+
+// How a client other than the webhook reads a kubeconfig, as kubectl does.
+struct KubeconfigOptions {
+  std::string context;          // instead of current-context ("" keeps it)
+  bool allow_insecure = false;  // accept insecure-skip-tls-verify: true
+};
+webhook::Result<ClusterConfig> kubeconfig_config(const std::string& path,
+                                                 const KubeconfigOptions& options);
+
+// The kubeconfig file kubectl would read: `flag` when set, else the first file of $KUBECONFIG
+// (a colon-separated list; merging several is not supported), else $HOME/.kube/config. ""
+// when none of those is known.
+std::string kubeconfig_path(const std::string& flag, const EnvLookup& env = process_env());
 
 // kubeconfig_config(path) when `kube_config_path` is set, else in_cluster_config().
 webhook::Result<ClusterConfig> load_config(const std::string& kube_config_path);

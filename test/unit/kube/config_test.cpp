@@ -224,3 +224,56 @@ TEST_CASE("TokenSource re-reads a rotated token file, and keeps the last token m
   CHECK_THAT(m.error().message, Catch::Contains("absent"));
   CHECK(kube::TokenSource("static", "").get().value() == "static");
 }
+
+TEST_CASE("kubeconfig options: another context, its namespace, and insecure-skip-tls-verify") {
+  TempDir dir;
+  dir.write("ca.pem", "CA");
+  std::string insecure = "    server: https://10.0.0.1:6443\n    insecure-skip-tls-verify: true\n";
+  std::string path = dir.write("config", kubeconfig(insecure, "    token: t\n", "other"));
+  kube::KubeconfigOptions options{.context = "dev", .allow_insecure = true};
+  webhook::Result<kube::ClusterConfig> c = kube::kubeconfig_config(path, options);
+  REQUIRE(c.has_value());
+  CHECK(c->insecure_skip_verify);
+  CHECK(c->ca_pem.empty());
+  CHECK(c->context_namespace == "ray");
+  CHECK(c->port == 6443);
+  CHECK_THAT(c->origin, Catch::Contains("context \"dev\""));
+
+  options.context = "absent";
+  webhook::Result<kube::ClusterConfig> absent = kube::kubeconfig_config(path, options);
+  REQUIRE_FALSE(absent.has_value());
+  CHECK_THAT(absent.error().message, Catch::Contains("context \"absent\" is not among"));
+
+  // The webhook itself still refuses it.
+  webhook::Result<kube::ClusterConfig> strict =
+      kube::kubeconfig_config(path, kube::KubeconfigOptions{.context = "dev"});
+  REQUIRE_FALSE(strict.has_value());
+  CHECK_THAT(strict.error().message, Catch::Contains("insecure-skip-tls-verify is not supported"));
+}
+
+TEST_CASE("kubeconfig: an exec plugin is refused, pointing at kubectl create token") {
+  TempDir dir;
+  dir.write("ca.pem", "CA");
+  std::string path = dir.write(
+      "config", kubeconfig("    server: https://10.0.0.1\n    certificate-authority: ca.pem\n",
+                           "    exec:\n      command: gke-gcloud-auth-plugin\n"));
+  webhook::Result<kube::ClusterConfig> c = kube::kubeconfig_config(path, {});
+  REQUIRE_FALSE(c.has_value());
+  CHECK_THAT(c.error().message, Catch::Contains("exec credential plugins are not supported") &&
+                                    Catch::Contains("kubectl create token"));
+  CHECK(c.error().message.find('\n') == std::string::npos);
+}
+
+TEST_CASE("kubeconfig_path: the flag, then the first file of $KUBECONFIG, then ~/.kube/config") {
+  std::map<std::string, std::string> vars;
+  kube::EnvLookup env = [&](const std::string& name) -> std::optional<std::string> {
+    auto it = vars.find(name);
+    return it == vars.end() ? std::nullopt : std::optional<std::string>(it->second);
+  };
+  CHECK(kube::kubeconfig_path("", env).empty());
+  vars["HOME"] = "/home/u";
+  CHECK(kube::kubeconfig_path("", env) == "/home/u/.kube/config");
+  vars["KUBECONFIG"] = "/a/one:/b/two";
+  CHECK(kube::kubeconfig_path("", env) == "/a/one");
+  CHECK(kube::kubeconfig_path("/flag/file", env) == "/flag/file");
+}

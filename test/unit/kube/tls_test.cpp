@@ -121,3 +121,17 @@ TEST_CASE("A kubeconfig (--kube-config-path) with CA data and a token reaches th
   CHECK(api.writes("leases") == 1);
   live->stop();
 }
+
+TEST_CASE(
+    "insecure_skip_verify reaches an HTTPS server without a CA; without it, no CA is refused") {
+  testing::TempDir dir;
+  testing::TestPki pki(dir);
+  FakeApiServer::Options o;
+  o.tls_cert_file = pki.server_cert_file;
+  o.tls_key_file = pki.server_key_file;
+  FakeApiServer api(o);
+  kube::ClusterConfig c = https_config(api.port(), "");
+  CHECK_THAT(probe(c), Catch::Contains("holds no PEM certificate"));
+  c.insecure_skip_verify = true;
+  CHECK(probe(c) == "200");
+}
