@@ -39,8 +39,19 @@ const ResourceInfo& info_of(const std::string& resource) {
   if (resource == "nodes") {
     return nodes;
   }
+  // Read-only here (list, watch, get): what kubectl-tpu_slice reads besides the core kinds.
+  static const ResourceInfo rayclusters{"RayCluster", "ray.io/v1", "ray.io", true,
+                                        false,        true,        true};
+  static const ResourceInfo endpointslices{
+      "EndpointSlice", "discovery.k8s.io/v1", "discovery.k8s.io", true, false, true, true};
   if (resource == "leases") {
     return leases;
+  }
+  if (resource == "rayclusters") {
+    return rayclusters;
+  }
+  if (resource == "endpointslices") {
+    return endpointslices;
   }
   return services;
 }
@@ -160,6 +171,23 @@ Reply invalid(const std::string& resource, const std::string& kind_name, const s
   d["causes"] = json::array({{{"reason", cause_reason}, {"message", detail}, {"field", field}}});
   return failure(422, "Invalid",
                  kind_name + " \"" + name + "\" is invalid: " + field + ": " + detail,
+                 std::move(d));
+}
+
+// The 403 of RBAC's authorizer, worded as kube-apiserver words it.
+Reply rbac_denied(const std::string& resource, const std::string& user, const std::string& verb,
+                  const std::string& ns, const std::string& name) {
+  const ResourceInfo& info = info_of(resource);
+  std::string scope = ns.empty() ? "at the cluster scope" : "in the namespace \"" + ns + "\"";
+  std::string subject =
+      name.empty() ? qualified(resource) : qualified(resource) + " \"" + name + "\"";
+  json d = {{"group", info.group}, {"kind", resource}};
+  if (!name.empty()) {
+    d["name"] = name;
+  }
+  return failure(403, "Forbidden",
+                 subject + " is forbidden: User \"" + user + "\" cannot " + verb + " resource \"" +
+                     resource + "\" in API group \"" + info.group + "\" " + scope,
                  std::move(d));
 }
 
@@ -571,6 +599,14 @@ FakeApiServer::FakeApiServer(Options options) : options_(std::move(options)) {
   const std::string leases = R"(/apis/coordination\.k8s\.io/v1/namespaces/([^/]+)/(leases))";
   server_->Get(R"(/api/v1/(pods|nodes|services))", read(-1, 1, -1));
   server_->Get(R"(/apis/coordination\.k8s\.io/v1/(leases))", read(-1, 1, -1));
+  const std::string ray = R"(/apis/ray\.io/v1/namespaces/([^/]+)/(rayclusters))";
+  const std::string slices = R"(/apis/discovery\.k8s\.io/v1/namespaces/([^/]+)/(endpointslices))";
+  server_->Get(R"(/apis/ray\.io/v1/(rayclusters))", read(-1, 1, -1));
+  server_->Get(R"(/apis/discovery\.k8s\.io/v1/(endpointslices))", read(-1, 1, -1));
+  for (const std::string& collection : {ray, slices}) {
+    server_->Get(collection, read(1, 2, -1));
+    server_->Get(collection + "/([^/]+)", read(1, 2, 3));
+  }
   for (const std::string& collection : {core, leases}) {
     const std::string item = collection + "/([^/]+)";
     server_->Get(collection, read(1, 2, -1));
@@ -723,6 +759,11 @@ void FakeApiServer::send_bookmarks() {
   cv_.notify_all();
 }
 
+void FakeApiServer::forbid(const std::string& resource, const std::string& user) {
+  std::lock_guard lock(mu_);
+  forbidden_[resource] = user;
+}
+
 void FakeApiServer::fail_next(const std::string& resource, int status, int count) {
   std::lock_guard lock(mu_);
   for (int i = 0; i < count; ++i) {
@@ -830,6 +871,16 @@ void FakeApiServer::handle_read(const std::string& resource, const std::string& 
     }
     if (!options_.tokens.empty() && !options_.tokens.contains(token)) {
       answer_status(res, 401, "Unauthorized", "Unauthorized");
+      return;
+    }
+    if (auto denied = forbidden_.find(resource); denied != forbidden_.end()) {
+      Reply r = rbac_denied(resource, denied->second,
+                            watch          ? "watch"
+                            : name.empty() ? "list"
+                                           : "get",
+                            ns, name);
+      res.status = r.status;
+      res.set_content(r.body.dump(), "application/json");
       return;
     }
     if (!name.empty()) {

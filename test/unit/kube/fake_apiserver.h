@@ -6,6 +6,10 @@
 // JSON-lines watches with bookmarks and timeoutSeconds, 410 Gone for a compacted resourceVersion
 // (an ERROR event, or an HTTP 410 when `gone_as_status`), bearer-token checks.
 //
+// Also read (not written): ray.io/v1 RayClusters and discovery.k8s.io/v1 EndpointSlices, listed
+// per namespace or cluster-wide. RBAC for tests: forbid() makes one resource answer 403 as kube's
+// authorizer words it.
+//
 // Namespaced objects: pods and services under /api/v1/namespaces/{ns}/<resource>[/{name}] and
 // coordination.k8s.io/v1 Leases under /apis/coordination.k8s.io/v1/namespaces/{ns}/leases[/{name}]
 // (also listed and watched cluster-wide at /apis/coordination.k8s.io/v1/leases) with
@@ -112,6 +116,10 @@ class FakeApiServer {
   void send_bookmarks();  // a BOOKMARK on every open watch
   // The next `count` requests for `resource` (list or watch) answer `status` with a Status body.
   void fail_next(const std::string& resource, int status, int count = 1);
+  // Every later read (list, watch, get) of `resource` answers 403 Forbidden as RBAC does,
+  // naming `user`: a client whose role does not grant that resource.
+  void forbid(const std::string& resource,
+              const std::string& user = "system:serviceaccount:default:reader");
   // The same for watch requests only.
   void fail_next_watch(const std::string& resource, int status, int count = 1);
   // The next `count` writes (POST, PUT, PATCH, DELETE) of `resource` answer `status` with a
@@ -207,6 +215,7 @@ class FakeApiServer {
   std::map<std::string, WriteStats> write_stats_;
   std::chrono::milliseconds write_delay_{0};
   std::set<std::string> partitioned_;
+  std::map<std::string, std::string> forbidden_;         // resource -> the user RBAC names
   std::map<std::string, std::uint64_t> partition_cuts_;  // token -> times partitioned
   std::mt19937_64 random_{std::random_device{}()};
 };
