@@ -1,18 +1,19 @@
-# kuberay-tpu-webhook container image: the admission server and the webhook-dryrun CLI.
+# kuberay-tpu-webhook container image: the admission server, the webhook-dryrun CLI and the
+# kubectl-tpu_slice plugin.
 #
 #   docker build -t <registry>/kuberay-tpu-webhook:0.3.0 .
 #
 # Stage 1 builds on Debian 12 with the project's own setup script (build dependencies only) and
 # lays out the image's whole root filesystem with scripts/stage-image-root.sh. Stage 2 is
 # FROM scratch and holds that tree and nothing else, about 17 MB on amd64:
-#   /usr/local/bin/kuberay-tpu-webhook, /usr/local/bin/webhook-dryrun   (stripped)
-#   the dynamic loader and every shared library `ldd` reports for the two binaries, copied from
+#   /usr/local/bin/kuberay-tpu-webhook, webhook-dryrun, kubectl-tpu_slice   (stripped)
+#   the dynamic loader and every shared library `ldd` reports for the binaries, copied from
 #     Debian 12 to the paths ldd reports (glibc, libstdc++, libgcc_s, OpenSSL, cpp-httplib,
 #     yaml-cpp, spdlog, fmt, simdjson, jemalloc, zlib, brotli)
 #   /etc/passwd, /etc/group (root, and nonroot = 65532), /etc/nsswitch.conf, an empty /tmp
 # There is no shell, no package manager, no CA bundle (the server trusts only the CA of its
 # service account or kubeconfig) and no time zone data (logs are in UTC). The library list comes
-# from ldd at build time, and the build fails unless both binaries start (`--version`) from the
+# from ldd at build time, and the build fails unless every binary starts (`--version`) from the
 # staged tree with its own loader and libraries alone. test/deploy/check_dockerfile.py checks
 # this file and runs the staging script on a local build.
 #
@@ -34,9 +35,9 @@ RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=Release \
     && cmake --install /build --prefix /staging --strip \
     && /staging/bin/kuberay-tpu-webhook --version
 # The runtime root: the binaries, their libraries and loader (from ldd), the user and group
-# files; fails unless both binaries start from it alone.
+# files; fails unless every binary starts from it alone.
 RUN bash scripts/stage-image-root.sh /rootfs \
-        /staging/bin/kuberay-tpu-webhook /staging/bin/webhook-dryrun
+        /staging/bin/kuberay-tpu-webhook /staging/bin/webhook-dryrun /staging/bin/kubectl-tpu_slice
 
 FROM scratch AS runtime
 LABEL org.opencontainers.image.title="kuberay-tpu-webhook" \

@@ -5,15 +5,16 @@ without a container engine.
   check_dockerfile.py --root REPO
       The Dockerfile's shape: a Debian 12 build stage that uses scripts/setup.sh with
       SETUP_MINIMAL=1 and builds Release without tests; a runtime stage with no shell (FROM
-      scratch, or distroless/cc) and therefore no RUN step, that gets both binaries from the
+      scratch, or distroless/cc) and therefore no RUN step, that gets every binary from the
       build stage (on scratch: the root tree that scripts/stage-image-root.sh stages there, named
-      with both binaries), runs as a numeric non-root USER, exposes the binary's default ports
+      with every binary), runs as a numeric non-root USER, exposes the binary's default ports
       and starts the server in exec form by an absolute path; a .dockerignore that keeps .git and
       build trees out but not the sources nor the staging script.
 
   check_dockerfile.py --root REPO --libs --build-dir BUILD
       Runs the Dockerfile's staging script on the binaries built in BUILD
-      (cmd/webhook/kuberay-tpu-webhook, cmd/webhook-dryrun/webhook-dryrun) into a temporary
+      (cmd/webhook/kuberay-tpu-webhook, cmd/webhook-dryrun/webhook-dryrun,
+      cmd/kubectl-tpu-slice/kubectl-tpu_slice) into a temporary
       root, as the build stage does, and checks that tree on its own: its libraries are exactly
       the files `ldd` reports for the binaries (and the loader), regular files equal to the build
       machine's, in directories the loader searches without an ld.so cache; the binaries are
@@ -36,7 +37,8 @@ import tempfile
 
 SKIP = 77
 BINARIES = [os.path.join("cmd", "webhook", "kuberay-tpu-webhook"),
-            os.path.join("cmd", "webhook-dryrun", "webhook-dryrun")]
+            os.path.join("cmd", "webhook-dryrun", "webhook-dryrun"),
+            os.path.join("cmd", "kubectl-tpu-slice", "kubectl-tpu_slice")]
 # Bases without a shell or package manager; distroless may carry a tag (:nonroot) or digest.
 RUNTIME_BASES = ("scratch", "gcr.io/distroless/cc-debian12")
 BUILD_BASES = ("debian:bookworm", "debian:12")

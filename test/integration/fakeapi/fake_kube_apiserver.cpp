@@ -6,6 +6,7 @@
 //   fake-kube-apiserver --port-file FILE [--port N] [--token T]... [--max-seconds N]
 //                       [--tls-cert FILE --tls-key FILE]
 //
+//   {resource}: pods, nodes, services, leases, rayclusters, endpointslices
 //   POST   /fake/objects/{resource}              body: an object     -> create(); 201, the object
 //   PUT    /fake/objects/{resource}              body: an object     -> update(); 200 or 404
 //   DELETE /fake/objects/{resource}/{ns}/{name}  (or /{name} for nodes) -> remove(); 200 or 404
@@ -14,6 +15,7 @@
 //   POST   /fake/fail-next     {"resource":"pods","status":500,"count":1,"watch":false}
 //   POST   /fake/write-delay   {"ms":2000}
 //   POST   /fake/partition     {"token":"t2"}
+//   POST   /fake/forbid        {"resource":"nodes"}   every read of it: RBAC's 403
 //   POST   /fake/heal, /fake/drop-watches, /fake/compact, /fake/bookmarks
 //   GET    /fake/stats         ->
 //   {"writes":{"leases":n,...},"write_attempts":{...},"creates":{...},
@@ -51,7 +53,8 @@ namespace {
 using nlohmann::json;
 using testing::FakeApiServer;
 
-const std::set<std::string> kResources = {"pods", "nodes", "services", "leases"};
+const std::set<std::string> kResources = {"pods",   "nodes",       "services",
+                                          "leases", "rayclusters", "endpointslices"};
 
 struct Args {
   std::string port_file;
@@ -267,6 +270,11 @@ void add_routes(httplib::Server& svr, FakeApiServer& server) {
   svr.Post("/fake/write-delay",
            with_body([api](const json& body, const httplib::Request&, httplib::Response& res) {
              api->set_write_delay(std::chrono::milliseconds(body.at("ms").get<std::int64_t>()));
+             answer(res, 200, json::object());
+           }));
+  svr.Post("/fake/forbid",
+           with_body([api](const json& body, const httplib::Request&, httplib::Response& res) {
+             api->forbid(body.at("resource").get<std::string>());
              answer(res, 200, json::object());
            }));
   svr.Post("/fake/partition",

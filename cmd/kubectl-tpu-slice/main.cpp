@@ -1,0 +1,11 @@
+// kubectl-tpu_slice: `kubectl tpu-slice status|check [RAYCLUSTER]` (lib/tpuslice/cli.h).
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "tpuslice/cli.h"
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  return tpuslice::run_cli(args, {std::cout, std::cerr}, kube::process_env());
+}
