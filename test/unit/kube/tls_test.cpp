@@ -123,7 +123,7 @@ TEST_CASE("A kubeconfig (--kube-config-path) with CA data and a token reaches th
 }
 
 TEST_CASE(
-    "insecure_skip_verify reaches an HTTPS server without a CA; without it, no CA is refused") {
+    "insecure_skip_verify reaches an HTTPS server without a CA, and without it no CA is refused") {
   testing::TempDir dir;
   testing::TestPki pki(dir);
   FakeApiServer::Options o;

@@ -51,7 +51,7 @@ std::string config_for(const std::string& server, const std::string& cluster_ext
 
 }  // namespace
 
-TEST_CASE("usage: --help with an example for each command; bad usage is one line, exit 2") {
+TEST_CASE("usage: --help with an example for each command, bad usage in one line with exit 2") {
   CliRun help = run_plugin({"--help"}, {});
   CHECK(help.code == 0);
   CHECK_THAT(help.out, Catch::Contains("kubectl tpu-slice status my-cluster -n ray") &&
@@ -118,7 +118,8 @@ TEST_CASE("an unreachable API server: one line naming it, exit 2") {
              Catch::Contains("127.0.0.1:" + std::to_string(port) + "/api/v1/namespaces/ml/pods"));
 }
 
-TEST_CASE("RBAC 403 on Nodes or EndpointSlices: said, the rest checked; on Pods: exit 2") {
+TEST_CASE(
+    "RBAC 403 on Nodes or EndpointSlices is said and the rest checked, on Pods it is exit 2") {
   RecordedCluster c("healthy-v6e-4x4");
   c.api().forbid("nodes");
   CliRun r = c.run({"check", "v6e-cluster", "-n", "ml", "-o", "json"});
@@ -150,7 +151,7 @@ TEST_CASE("RBAC 403 on Nodes or EndpointSlices: said, the rest checked; on Pods:
 }
 
 TEST_CASE(
-    "the namespace comes from -n, else the context; a RayCluster that is not there is exit 2") {
+    "the namespace comes from -n, else the context, and a RayCluster that is not there is exit 2") {
   RecordedCluster c("healthy-v6e-4x4");
   CliRun wrong_ns = c.run({"check", "v6e-cluster"});
   CHECK(wrong_ns.code == 2);
@@ -165,7 +166,7 @@ TEST_CASE(
   CHECK(c.api().tokens_seen() == std::set<std::string>{"t"});
 }
 
-TEST_CASE("HTTPS with the kubeconfig's CA and token; a refused token is exit 2") {
+TEST_CASE("HTTPS with the kubeconfig CA and token, and a refused token is exit 2") {
   testing::TempDir dir;
   testing::TestPki pki(dir);
   testing::FakeApiServer::Options o;
