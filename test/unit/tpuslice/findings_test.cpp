@@ -260,3 +260,56 @@ TEST_CASE("check as a table: the finding, its evidence and its command") {
   CHECK(y.code == 1);
   CHECK_THAT(y.out, Catch::Contains("check: env-differs"));
 }
+
+namespace {
+
+// The object of `resource` named `name` in namespace ml of a recorded cluster.
+json object_of(RecordedCluster& c, const std::string& resource, const std::string& name) {
+  std::optional<json> o = c.api().get(resource, "ml", name);
+  REQUIRE(o.has_value());
+  return *o;
+}
+
+}  // namespace
+
+TEST_CASE("a peer that is not Ready does not resolve when the Service publishes only ready Pods") {
+  RecordedCluster c("healthy-v6e-4x4");
+  json svc = object_of(c, "services", "v6e-cluster-headless");
+  svc["spec"]["publishNotReadyAddresses"] = false;
+  REQUIRE(c.api().update("services", svc));
+  json pod = object_of(c, "pods", kPod2);
+  pod["status"]["conditions"][3]["status"] = "False";
+  REQUIRE(c.api().update("pods", pod));
+  testing::CliRun r = c.run({"check", "v6e-cluster", "-n", "ml", "-o", "json"});
+  CHECK(r.code == 1);
+  json f = only(r.json(), "unresolved-hostname");
+  CHECK(f["evidence"] == json::array({"v6e-16-0-2.v6e-cluster-headless: Pod " + kPod2 +
+                                      " is not Ready and Service v6e-cluster-headless does not "
+                                      "publish not-ready addresses"}));
+}
+
+TEST_CASE("a headless Service that is not headless") {
+  RecordedCluster c("healthy-v6e-4x4");
+  json svc = object_of(c, "services", "v6e-cluster-headless");
+  svc["spec"]["clusterIP"] = "10.12.0.7";
+  REQUIRE(c.api().update("services", svc));
+  testing::CliRun r = c.run({"check", "v6e-cluster", "-n", "ml", "-o", "json"});
+  CHECK(r.code == 1);
+  CHECK(only(r.json(), "headless-service")["message"] ==
+        "RayCluster ml/v6e-cluster: Service v6e-cluster-headless is not headless (spec.clusterIP "
+        "is not None), so it publishes no per-Pod DNS names");
+}
+
+TEST_CASE("a Pod the webhook would deny now is said, with its reason") {
+  RecordedCluster c("healthy-v6e-4x4");
+  json pod = object_of(c, "pods", kPod1);
+  pod["spec"]["nodeSelector"]["cloud.google.com/gke-tpu-topology"] = "4x";
+  REQUIRE(c.api().update("pods", pod));
+  testing::CliRun r = c.run({"check", "v6e-cluster", "-n", "ml", "-o", "json"});
+  CHECK(r.code == 1);
+  std::vector<json> f = findings_of(r.json(), "env-differs");
+  REQUIRE(f.size() == 1);
+  CHECK_THAT(f[0]["message"].get<std::string>(),
+             Catch::StartsWith("Pod ml/" + kPod1 + ": the webhook would deny this Pod now: ") &&
+                 Catch::Contains("4x"));
+}
