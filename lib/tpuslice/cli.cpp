@@ -33,6 +33,7 @@ struct Options {
   int timeout_seconds = 20;
   admission::Config config;
   bool help = false;
+  bool version = false;
 };
 
 webhook::Status set_output(Options& o, std::string_view v) {
@@ -127,7 +128,8 @@ const FlagTable<Options>& table() {
         .section("As the deployed webhook runs (for what it would set now)")
         .add(admission::config_flags(), &Options::config)
         .section("")
-        .add(bool_flag("help", "h", "this text", &Options::help, true));
+        .add(bool_flag("help", "h", "this text", &Options::help, true))
+        .add(bool_flag("version", "", "print the version and exit", &Options::version, true));
     t.positional(positional);
     return t;
   }();
@@ -233,6 +235,10 @@ int run_cli(const std::vector<std::string>& args, CliIo io, const kube::EnvLooku
   }
   if (o.help) {
     io.out << usage();
+    return kExitHealthy;
+  }
+  if (o.version) {
+    io.out << kProgram << " " << WEBHOOK_VERSION << "\n";
     return kExitHealthy;
   }
   if (o.command.empty()) {

@@ -74,6 +74,14 @@ TEST_CASE("usage: --help with an example for each command, bad usage in one line
   CHECK_THAT(r.err, Catch::StartsWith("kubectl-tpu_slice: ") && Catch::Contains(why));
 }
 
+TEST_CASE(
+    "version: the flag prints the program and the project's version, and reads no kubeconfig") {
+  CliRun r = run_plugin({"--version"}, {});
+  CHECK(r.code == 0);
+  CHECK(r.err.empty());
+  CHECK(r.out == "kubectl-tpu_slice 0.3.0\n");
+}
+
 TEST_CASE("bad kubeconfigs: one line naming the file and the problem, exit 2") {
   testing::TempDir dir;
   std::string ca = "    certificate-authority-data: " + webhook::base64_encode("x") + "\n";
