@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "base/text/text.h"
 #include "dryrun/documents.h"
 #include "podpatch/env.h"
 #include "podpatch/keys.h"
@@ -160,24 +161,7 @@ std::string format_table(const std::vector<TableRow>& rows) {
       cells.back().push_back(env.megascale.empty() ? "-" : env.megascale);
     }
   }
-  std::vector<std::size_t> width(cells[0].size(), 0);
-  for (const auto& row : cells) {
-    for (std::size_t i = 0; i < row.size(); ++i) {
-      width[i] = std::max(width[i], row[i].size());
-    }
-  }
-  std::string out;
-  for (const auto& row : cells) {
-    std::string line;
-    for (std::size_t i = 0; i < row.size(); ++i) {
-      line += row[i];
-      if (i + 1 < row.size()) {
-        line += std::string(width[i] - row[i].size() + 2, ' ');
-      }
-    }
-    out += line + "\n";
-  }
-  return out;
+  return webhook::aligned_columns(cells);
 }
 
 }  // namespace dryrun

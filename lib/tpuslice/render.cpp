@@ -2,32 +2,12 @@
 
 #include <algorithm>
 
+#include "base/text/text.h"
+
 namespace tpuslice {
 namespace {
 
 using Rows = std::vector<std::vector<std::string>>;
-
-std::string aligned(const Rows& rows, const std::string& indent) {
-  std::vector<std::size_t> width;
-  for (const auto& row : rows) {
-    width.resize(std::max(width.size(), row.size()));
-    for (std::size_t i = 0; i < row.size(); ++i) {
-      width[i] = std::max(width[i], row[i].size());
-    }
-  }
-  std::string out;
-  for (const auto& row : rows) {
-    std::string line = indent;
-    for (std::size_t i = 0; i < row.size(); ++i) {
-      line += row[i];
-      if (i + 1 < row.size()) {
-        line += std::string(width[i] - row[i].size() + 2, ' ');
-      }
-    }
-    out += line + "\n";
-  }
-  return out;
-}
 
 std::string or_dash(const std::string& s) { return s.empty() ? "-" : s; }
 
@@ -97,7 +77,7 @@ std::string status_table(const Report& report) {
                       or_dash(p.node_pool), or_dash(p.worker_id), or_dash(p.hostname),
                       or_dash(p.tpu_name), or_dash(p.topology)});
     }
-    out += aligned(rows, "  ");
+    out += webhook::aligned_columns(rows, "  ");
   }
   if (!report.findings.empty()) {
     out += std::to_string(report.findings.size()) +

@@ -1,9 +1,11 @@
 #pragma once
 // Small text helpers shared by every room.
 
+#include <algorithm>
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace webhook {
 
@@ -51,6 +53,31 @@ inline std::string bounded(std::string_view s) {
 inline std::string quote_bounded(std::string_view s) {
   std::size_t n = shown_length(s);
   return n == s.size() ? quote(s) : quote(s.substr(0, n)) + cut_marker(s.size());
+}
+
+// The rows as lines of columns padded to align (two spaces between columns, none after the
+// last), each line after `indent`: the tables webhook-dryrun and kubectl-tpu_slice print.
+inline std::string aligned_columns(const std::vector<std::vector<std::string>>& rows,
+                                   std::string_view indent = "") {
+  std::vector<std::size_t> width;
+  for (const auto& row : rows) {
+    width.resize(std::max(width.size(), row.size()));
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      width[i] = std::max(width[i], row[i].size());
+    }
+  }
+  std::string out;
+  for (const auto& row : rows) {
+    out += indent;
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      out += row[i];
+      if (i + 1 < row.size()) {
+        out.append(width[i] - row[i].size() + 2, ' ');
+      }
+    }
+    out += '\n';
+  }
+  return out;
 }
 
 }  // namespace webhook
