@@ -260,7 +260,7 @@ TEST_CASE("encode echoes the uid and sets patchType only with a non-empty patch 
   }
 }
 
-TEST_CASE("audit annotations: the outcome, the slot and its path, the denial's reason",
+TEST_CASE("audit annotations: the outcome, the slot and its path, the denial's reason (Envelope)",
           "[admission][envelope]") {
   admission::Response r = admission::patched("u-8", R"([{"op":"add","path":"/x","value":1}])");
   r.placement = podpatch::Placement{{2, 3}, podpatch::PlacementPath::kReplicaLabel};

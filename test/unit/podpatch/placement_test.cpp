@@ -127,7 +127,7 @@ TEST_CASE("path_name: metrics call the stateless paths \"labels\"", "[podpatch][
   CHECK(podpatch::path_name(PlacementPath::kLegacy) == "legacy");
 }
 
-TEST_CASE("path_detail: the log line and audit annotations name each path",
+TEST_CASE("path_detail: the log line and audit annotations name each path (M3, Envelope)",
           "[podpatch][placement]") {
   CHECK(podpatch::path_detail(PlacementPath::kLabels) == "index-labels");
   CHECK(podpatch::path_detail(PlacementPath::kReplicaLabel) == "replica-label");

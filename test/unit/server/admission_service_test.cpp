@@ -134,7 +134,7 @@ TEST_CASE("a Pod without KubeRay's index labels is denied while legacy placement
   CHECK_FALSE(line.contains("placement"));
 }
 
-TEST_CASE("every /mutate answer carries audit annotations; /validate answers carry none",
+TEST_CASE("every /mutate answer carries audit annotations, /validate answers none (Envelope)",
           "[service]") {
   Fixture f;
   SECTION("a placed Pod: the slot and the path that chose it") {
