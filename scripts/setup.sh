@@ -29,6 +29,7 @@ test_packages=(
   curl openssl python3 python3-yaml yamllint prometheus wrk nginx-light procps
   clang-14 libclang-rt-14-dev valgrind
   clang-format-14 clang-tidy-14  # scripts/lint.sh
+  gcovr  # scripts/coverage.sh
   # test/deploy/helmrender, Helm's template engine, which renders the chart for the deploy tests
   golang-go golang-github-masterminds-sprig-dev golang-k8s-sigs-yaml-dev
   golang-github-xeipuuv-gojsonschema-dev golang-github-burntsushi-toml-dev

@@ -8,8 +8,8 @@ fields, enums, formats, unknown fields):
   items of v1 Lists, the Pods inside AdmissionReviews (request.object, request.oldObject), and
   the pod templates inside RayClusters, RayJobs and RayServices, checked as v1 PodTemplates
   (ray.io has no model: the rest of those objects is not checked). Files that hold no
-  Kubernetes object (expected responses, configs) are listed as skipped, and so are the
-  regression inputs in UNPARSEABLE, which are not YAML on purpose;
+  Kubernetes object (expected responses, configs) are listed as skipped, and so are the files
+  in UNPARSEABLE, which are not YAML on purpose (none today);
 - and that the validator catches breakage: each case of breakage_cases() breaks a copy of one
   object and must be reported exactly at the broken field, and the command line keeps its
   contract (exit 0 valid, 1 problems, 2 parse or usage error).
@@ -44,14 +44,7 @@ FixtureLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
                               dc._construct_mapping)
 
 # Files that are not YAML on purpose, with the reason; any other file that does not parse fails.
-UNPARSEABLE = {
-    "test/fixtures/regressions/invalid-utf8-in-tpu-quantity.yaml":
-        "a RayCluster with invalid UTF-8 in a TPU quantity, the parser's regression input",
-    "test/fixtures/regressions/raycluster-without-name.yaml":
-        "a RayCluster whose metadata.name key holds invalid UTF-8, the parser's regression input",
-    "test/fixtures/regressions/yaml-cpp-loadall-hang.yaml":
-        "malformed YAML that once hung yaml-cpp's LoadAll, the parser's regression input",
-}
+UNPARSEABLE: dict = {}  # none today: the fuzzers' malformed inputs live in fuzz/regressions/
 
 # Objects in fixtures that are invalid on purpose (the webhook's answer to input the API server
 # would reject), each with exactly the problems it must be reported with: (JSON path, message).

@@ -48,7 +48,7 @@ PY
 printf 'apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\n' >"$WORK/deployment.yaml"
 printf '42\n' >"$WORK/scalar.yaml"
 regressions=()
-for f in "$ROOT"/test/fixtures/regressions/*; do  # inputs fuzzing once broke
+for f in "$ROOT"/fuzz/regressions/documents/*; do  # inputs fuzzing once broke
   cp "$f" "$WORK/"
   regressions+=("$(basename "$f")")
 done

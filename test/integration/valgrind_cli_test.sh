@@ -23,7 +23,7 @@ trap 'rm -rf "$WORK"' EXIT
 n=0
 for f in "$ROOT"/test/fixtures/pods/*.json "$ROOT"/test/fixtures/rayclusters/*/*.yaml \
          "$ROOT"/test/fixtures/rayjobs/*/*.yaml "$ROOT"/test/fixtures/rayservices/*/*.yaml \
-         "$ROOT"/test/fixtures/regressions/*; do
+         "$ROOT"/fuzz/regressions/documents/*; do
   run -o json "$f"; n=$((n + 1))
 done
 # AdmissionReviews in batches (one process per file is slow under valgrind).
