@@ -189,8 +189,10 @@ CASES = [
      '"replicas": {"type": "integer", "minimum": 1},', '"replicas": {},',
      "replicas as a string: rendered, but the schema should refuse it"),
     ("the schema forgets a value", "schema", SCHEMA,
-     '            "priorityClassName": {"type": "string"},\n', "",
-     "values.yaml tpuWebhook.deployment.priorityClassName: not described"),
+     '            "priorityClassName": {\n              "description": "Priority class of the '
+     'Pods; system-cluster-critical and system-node-critical also render a ResourceQuota '
+     'admitting them outside kube-system.",\n              "type": "string"\n            },\n',
+     "", "values.yaml tpuWebhook.deployment.priorityClassName: not described"),
     ("the schema refuses the Go chart's keys", "schema", SCHEMA,
      '"pullPolicy": {"type": "string", "enum": ["Always", "IfNotPresent", "Never"]},',
      '"pullPolicy": {"type": "string", "enum": ["Always", "Never"]},',
