@@ -15,7 +15,11 @@ values.schema.json applied with gojsonschema. What this test proves, and how:
      (deploy_checks.check_install, plus the variant's own checks), or is refused with the
      expected message (bad values must stop the install with a clear error). A few variants
      skip values.schema.json, as `helm install --skip-schema-validation` does, to show that
-     the templates' own guards still refuse what the schema refuses first.
+     the templates' own guards still refuse what the schema refuses first. Variants render in
+     release namespace ray-system unless they name another (helm install -n): the chart's
+     objects, references and certificate names must follow it unless the values name a
+     namespace; and for Kubernetes 1.32 unless they name another version (the matchConditions
+     are rendered from 1.30 on).
   4. Together the variants take every branch of every if/with/range, including those of the
      defines in _helpers.tpl: helmrender counts each branch it takes.
   5. The default values render exactly the kustomize base (`kubectl kustomize deploy/manifests`):

@@ -78,9 +78,11 @@ CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding",
                   "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}
 
 
-class UniqueKeyLoader(yaml.SafeLoader):
+class UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
     """A YAML loader that refuses duplicate mapping keys (PyYAML keeps the last silently;
-    kubectl and Helm's parsers reject or mangle them)."""
+    kubectl and Helm's parsers reject or mangle them). libyaml's parser when PyYAML has it (the
+    constructor, and so this check, is the same Python code either way): the deploy tests parse
+    every chart variant, many times over in deploy.checks_catch_breakage."""
 
 
 def _construct_mapping(loader, node, deep=False):
