@@ -21,7 +21,12 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
 RELEASE = "kuberay-tpu-webhook"
-NAMESPACE = "default"
+# The release namespace (helm install -n) of a render unless a test gives another: the Go
+# webhook's ray-system, where the chart's defaults then put every object, as the kustomize base.
+NAMESPACE = "ray-system"
+# The Kubernetes version of .Capabilities unless a test gives another (helm install reads it from
+# the cluster; helm template takes --kube-version).
+KUBE_VERSION = "v1.32.0"
 TIMEOUT = 60  # seconds for one render (a selfSigned render generates two RSA keys)
 SOURCE = re.compile(r"(?m)^---\n# Source: (.+)\n")
 
@@ -55,11 +60,13 @@ def missing(renderer):
 
 
 def render(renderer, chart_dir, values=None, lookup=None, sets=(), skip_schema=False,
-           report=True, extra_args=()):
+           report=True, extra_args=(), namespace=None, kube_version=None):
     """Runs helmrender on chart_dir with the values (a dict, written as a -f file), --set
-    arguments and lookup objects given, and returns a Rendered."""
+    arguments and lookup objects given, in release namespace `namespace` (NAMESPACE) for
+    Kubernetes `kube_version` (KUBE_VERSION), and returns a Rendered."""
     with tempfile.TemporaryDirectory(prefix="helmrender-") as tmp:
-        cmd = [renderer, "--name", RELEASE, "--namespace", NAMESPACE, *extra_args]
+        cmd = [renderer, "--name", RELEASE, "--namespace", namespace or NAMESPACE,
+               "--kube-version", kube_version or KUBE_VERSION, *extra_args]
         if values is not None:
             cmd += ["-f", _write(tmp, "values.json", values)]
         for s in sets:

@@ -33,8 +33,28 @@ CASES = [
      "want exactly"),
     ("capabilities not dropped", "kustomize", "deploy/manifests/deployment.yaml",
      "              drop:\n                - ALL", "              drop: []", "do not drop ALL"),
-    ("container port off the binary's default", "kustomize", "deploy/manifests/deployment.yaml",
-     "containerPort: 9443", "containerPort: 9444", "!= --bind-address"),
+    ("container port off --bind-address", "kustomize", "deploy/manifests/deployment.yaml",
+     "containerPort: 10250", "containerPort: 10251", "!= --bind-address"),
+    ("served where a private cluster's firewall shuts the control plane out", "kustomize",
+     [("deploy/manifests/deployment.yaml", "--bind-address=:10250", "--bind-address=:9443"),
+      ("deploy/manifests/deployment.yaml", "containerPort: 10250", "containerPort: 9443")],
+     None, None, "want 10250 (a port a GKE private cluster's firewall opens"),
+    ("no zone spread", "kustomize", "deploy/manifests/deployment.yaml",
+     "          topologyKey: topology.kubernetes.io/zone\n",
+     "          topologyKey: example.com/rack\n", "topologySpreadConstraints"),
+    ("namespace opt-out label no longer honoured", "kustomize", "deploy/manifests/webhooks.yaml",
+     "          operator: DoesNotExist\n    objectSelector:",
+     "          operator: Exists\n    objectSelector:", "leave out namespaces labelled"),
+    ("critical priority without its ResourceQuota", "kustomize",
+     "deploy/manifests/kustomization.yaml", "  - resourcequota.yaml\n", "",
+     "want exactly ResourceQuota"),
+    ("follow-namespace forgets the CA injection", "kustomize",
+     "deploy/manifests/follow-namespace/replacements.yaml",
+     "name: kuberay-tpu-mutating-webhook-cfg\n        fieldPaths:\n"
+     "          - metadata.annotations.[cert-manager.io/inject-ca-from]",
+     "name: kuberay-tpu-mutating-webhook-cfg-old\n        fieldPaths:\n"
+     "          - metadata.annotations.[cert-manager.io/inject-ca-from]",
+     "overlay to other-ns: kuberay-tpu-mutating-webhook-cfg: inject-ca-from"),
     ("writable root filesystem", "kustomize", "deploy/manifests/deployment.yaml",
      "readOnlyRootFilesystem: true", "readOnlyRootFilesystem: false", "readOnlyRootFilesystem"),
     ("objectSelector loses the worker label", "kustomize", "deploy/manifests/webhooks.yaml",
@@ -169,14 +189,35 @@ CASES = [
      '"replicas": {"type": "integer", "minimum": 1},', '"replicas": {},',
      "replicas as a string: rendered, but the schema should refuse it"),
     ("the schema forgets a value", "schema", SCHEMA,
-     '            "priorityClassName": {"type": "string"},\n', "",
-     "values.yaml tpuWebhook.deployment.priorityClassName: not described"),
+     '            "priorityClassName": {\n              "description": "Priority class of the '
+     'Pods; system-cluster-critical and system-node-critical also render a ResourceQuota '
+     'admitting them outside kube-system.",\n              "type": "string"\n            },\n',
+     "", "values.yaml tpuWebhook.deployment.priorityClassName: not described"),
     ("the schema refuses the Go chart's keys", "schema", SCHEMA,
      '"pullPolicy": {"type": "string", "enum": ["Always", "IfNotPresent", "Never"]},',
      '"pullPolicy": {"type": "string", "enum": ["Always", "Never"]},',
-     "the Go chart's values file without bindPort"),
-    ("the schema refuses the defaults", "chart", SCHEMA, '"minimum": 1024,', '"minimum": 10000,',
-     "tpuWebhook.deployment.bindPort: Must be greater than or equal to 10000"),
+     "the Go chart's values file is refused"),
+    ("the schema refuses the Go chart's port 443", "schema", SCHEMA,
+     '"$ref": "#/definitions/port"\n            },\n            "healthPort"',
+     '"type": "integer", "minimum": 1024\n            },\n            "healthPort"',
+     "the Go chart's values file is refused"),
+    ("the schema refuses the defaults", "chart", SCHEMA,
+     '"port": {"type": "integer", "minimum": 1, "maximum": 65535},',
+     '"port": {"type": "integer", "minimum": 20000, "maximum": 65535},',
+     "tpuWebhook.deployment.bindPort: Must be greater than or equal to 20000"),
+    ("chart ignores the release namespace", "chart", f"{CHART}/templates/_helpers.tpl",
+     "| default .Release.Namespace", '| default "ray-system"',
+     "in namespace 'ray-system', want ml-platform"),
+    ("chart binds a privileged port without the sysctl", "chart",
+     f"{CHART}/templates/_helpers.tpl", "{{- if lt $port 1024 -}}", "{{- if lt $port 0 -}}",
+     "do not set net.ipv4.ip_unprivileged_port_start"),
+    ("chart matchConditions on every Kubernetes version", "chart",
+     f"{CHART}/templates/webhook.yaml",
+     '(semverCompare ">=1.30.0-0" .Capabilities.KubeVersion.Version)', "true",
+     "'Kubernetes 1.29: no matchConditions'"),
+    ("matchCondition blind to init containers", "cel", f"{CHART}/templates/webhook.yaml",
+     "has(object.spec.initContainers) ? object.spec.initContainers : []", "[]",
+     "Pod 'TPU in an init container only': sent to the webhook False, want True"),
     ("a bad value is accepted", "chart", f"{CHART}/templates/_helpers.tpl",
      '{{- if has $mode (list "certManager" "selfSigned" "existingSecret") -}}', "{{- if true -}}",
      "should fail"),
@@ -276,6 +317,8 @@ def run(checker, root, args):
                   "--renderer", args.renderer, "--node", args.node or "node"],
         "schema": [py, f"{HERE}/check_chart_schema.py", "--root", root,
                    "--renderer", args.renderer],
+        "cel": [py, f"{HERE}/check_match_conditions.py", "--root", root, "--kubectl",
+                args.kubectl, "--renderer", args.renderer, "--node", args.node or "node"],
         "yamllint": [py, f"{HERE}/run_yamllint.py", "--root", root, "--yamllint", args.yamllint],
         "dockerfile": [py, f"{HERE}/check_dockerfile.py", "--root", root],
         "libs": [py, f"{HERE}/check_dockerfile.py", "--root", root, "--libs",
@@ -320,7 +363,7 @@ def run_case(i, case, tmp, args):
 
 # Checkers that need something built: their cases are skipped when the unbroken tree skips.
 NEEDS_BUILD = {"libs": "the binaries built in --build-dir", "args": "the binaries and helmrender",
-               "chart": "helmrender", "schema": "helmrender"}
+               "chart": "helmrender", "schema": "helmrender", "cel": "helmrender and node"}
 
 
 def main():
@@ -336,7 +379,8 @@ def main():
         clean = os.path.join(tmp, "clean")
         copy_tree(args.root, clean)
         ready = {}
-        for checker in ("kustomize", "chart", "schema", "yamllint", "dockerfile", "libs", "args"):
+        for checker in ("kustomize", "chart", "schema", "cel", "yamllint", "dockerfile", "libs",
+                        "args"):
             rc, out = run(checker, clean, args)
             if rc not in (0, 77):
                 print(f"FAIL: the unbroken tree fails {checker}:\n{out}")

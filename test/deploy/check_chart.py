@@ -15,7 +15,11 @@ values.schema.json applied with gojsonschema. What this test proves, and how:
      (deploy_checks.check_install, plus the variant's own checks), or is refused with the
      expected message (bad values must stop the install with a clear error). A few variants
      skip values.schema.json, as `helm install --skip-schema-validation` does, to show that
-     the templates' own guards still refuse what the schema refuses first.
+     the templates' own guards still refuse what the schema refuses first. Variants render in
+     release namespace ray-system unless they name another (helm install -n): the chart's
+     objects, references and certificate names must follow it unless the values name a
+     namespace; and for Kubernetes 1.32 unless they name another version (the matchConditions
+     are rendered from 1.30 on).
   4. Together the variants take every branch of every if/with/range, including those of the
      defines in _helpers.tpl: helmrender counts each branch it takes.
   5. The default values render exactly the kustomize base (`kubectl kustomize deploy/manifests`):
@@ -68,6 +72,8 @@ class Variant(NamedTuple):
     expect: dict | None     # check_install's keyword arguments; None: the render must fail
     extra: object           # an extra check (objs, idx, r), or the failure's phrase(s)
     skip_schema: bool = False  # as helm --skip-schema-validation
+    release_ns: str | None = None    # helm install -n; None: chart_render.NAMESPACE (ray-system)
+    kube_version: str | None = None  # .Capabilities.KubeVersion; None: chart_render.KUBE_VERSION
 
 
 def phrases(extra):
@@ -130,9 +136,17 @@ def expect_default_install(objs, idx, r):
             f"--memory-limit={flags(idx).get('memory-limit')} with limits.memory "
             f"{c['resources']['limits']['memory']}, want $(WEBHOOK_MEMORY_LIMIT) from 256Mi")
     r.check(("NetworkPolicy", dc.NAME) not in idx, "NetworkPolicy rendered by default")
-    ns = idx[("Namespace", dc.NAMESPACE)]["metadata"]
-    r.check(ns.get("annotations") == {"helm.sh/resource-policy": "keep"},
-            f"Namespace annotations {ns.get('annotations')}")
+    r.check(not [k for k in idx if k[0] == "Namespace"],
+            "a Namespace rendered by default (creating it is opt-in: namespace.create)")
+    r.check([p["containerPort"] for p in c["ports"] if p["name"] == "https"] == [10250]
+            and flags(idx).get("bind-address") == ":10250",
+            f"HTTPS on {flags(idx).get('bind-address')}, want :10250 (open to a GKE private "
+            "cluster's control plane)")
+    psc = deployment(idx)["spec"]["template"]["spec"]["securityContext"]
+    r.check("sysctls" not in psc, f"sysctls {psc.get('sysctls')} on an unprivileged port")
+    quota = idx[("ResourceQuota", dc.CRITICAL_QUOTA)]["spec"]
+    r.check(quota["hard"] == {"pods": "6"}, f"ResourceQuota hard {quota['hard']}, want pods 6 "
+                                             "(2 x (2 replicas + 1 surge))")
     role = idx[("Role", dc.LEASE_ROLE)]
     r.check(role["rules"] == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
                                "verbs": ["get", "list", "watch", "create", "update", "delete"]}],
@@ -148,14 +162,14 @@ def expect_default_install(objs, idx, r):
             f"validating {v['failurePolicy']}/{v['timeoutSeconds']}, want Ignore/5")
 
 
-def expect_self_signed(existing):
+def expect_self_signed(existing, namespace=dc.NAMESPACE):
     def check(objs, idx, r):
         data = idx[("Secret", dc.SECRET)]["data"]
         if existing:
             r.check(data == EXISTING, "upgrade did not keep the Secret already in the cluster")
         else:
             r.check(data != EXISTING, "install reused a Secret no cluster has")
-            check_certificate(objs, r)
+            check_certificate(objs, r, namespace)
     return check
 
 
@@ -163,9 +177,10 @@ def openssl(*args):
     return subprocess.run(["openssl", *args], capture_output=True, text=True, timeout=30)
 
 
-def check_certificate(objs, r):
+def check_certificate(objs, r, namespace=dc.NAMESPACE):
     """selfSigned: the Secret's certificate is signed by caBundle's CA, names the webhook
-    Service, and goes with the Secret's key; both webhook configurations trust that CA."""
+    Service in `namespace`, and goes with the Secret's key; both webhook configurations trust
+    that CA."""
     secret = next((o for o in objs if o["kind"] == "Secret"), None)
     if not r.check(secret is not None, "selfSigned: no Secret"):
         return
@@ -181,8 +196,8 @@ def check_certificate(objs, r):
         v = openssl("verify", "-CAfile", paths["ca.crt"], paths["tls.crt"])
         r.check(v.returncode == 0, f"selfSigned: certificate not signed by the CA: {v.stdout}{v.stderr}")
         t = openssl("x509", "-in", paths["tls.crt"], "-noout", "-text")
-        r.check(f"DNS:{dc.NAME}.{dc.NAMESPACE}.svc" in t.stdout,
-                "selfSigned: certificate does not name the webhook Service")
+        r.check(f"DNS:{dc.NAME}.{namespace}.svc," in t.stdout,
+                f"selfSigned: certificate does not name the webhook Service in {namespace}")
         cert_key = openssl("x509", "-in", paths["tls.crt"], "-noout", "-pubkey").stdout
         key_key = openssl("pkey", "-in", paths["tls.key"], "-pubout").stdout
         r.check(cert_key and cert_key == key_key, "selfSigned: tls.key does not go with tls.crt")
@@ -252,6 +267,8 @@ def expect_metrics_service_only(objs, idx, r):
     ns = idx.get(("Namespace", dc.NAMESPACE), {})
     r.check(ns.get("metadata", {}).get("labels", {}).get("pod-security.kubernetes.io/enforce")
             == "restricted", "namespace labels")
+    r.check(ns.get("metadata", {}).get("annotations") == {"helm.sh/resource-policy": "keep"},
+            f"Namespace annotations {ns.get('metadata', {}).get('annotations')}")
     r.check(container(idx)["securityContext"].get("runAsUser") == 1234, "containerSecurityContext")
     r.check(deployment(idx)["spec"]["template"]["spec"]["securityContext"].get("runAsUser") == 1234,
             "podSecurityContext")
@@ -394,6 +411,117 @@ MONITORING_OTHER_LABEL = tw(metrics={
                          "labelValue": True}})
 
 V = Variant
+
+# ---------------------------------------------------------------------------------------------
+# The namespace: the release namespace unless a values file names one; the Namespace opt-in.
+
+OTHER_NS = "ml-platform"
+
+
+def expect_only_namespace(namespace):
+    """No string of any object names another namespace than `namespace` where a namespace
+    goes (check_install checks each reference; this catches any it does not know)."""
+    def check(objs, idx, r):
+        left = [f"{o['kind']} {o['metadata']['name']}: {p}" for o in objs
+                for p in dc.strings_naming(o, dc.NAMESPACE)] if namespace != dc.NAMESPACE else []
+        r.check(not left, f"strings still naming {dc.NAMESPACE}: {left}")
+    return check
+
+
+NAMESPACE_VARIANTS = [
+    V("the release namespace, not created", {}, None, {"namespace": OTHER_NS},
+      expect_only_namespace(OTHER_NS), release_ns=OTHER_NS),
+    V("the release namespace, created by the chart",
+      tw(namespace={"create": True, "labels": {"team": "ml"}}), None,
+      {"namespace": OTHER_NS, "namespace_created": True}, expect_only_namespace(OTHER_NS),
+      release_ns=OTHER_NS),
+    V("namespace.create in the release namespace ray-system", tw(namespace={"create": True}), None,
+      {"namespace_created": True}, None),
+    V("a values file naming the namespace wins over the release namespace",
+      tw(namespace={"name": "ray-system", "create": True}), None, {"namespace_created": True},
+      None, release_ns="default"),
+    V("selfSigned in the release namespace", tw(cert={"mode": "selfSigned"}), None,
+      {"cert_mode": "selfSigned", "namespace": OTHER_NS}, expect_self_signed(False, OTHER_NS),
+      release_ns=OTHER_NS),
+]
+
+# ---------------------------------------------------------------------------------------------
+# The matchConditions (their CEL is evaluated against Pods by check_match_conditions.py).
+
+MATCH_VARIANTS = [
+    V("Kubernetes 1.29: no matchConditions", {}, None, {"tpu_pods_only": False}, None,
+      kube_version="v1.29.9"),
+    V("Kubernetes 1.30 as GKE names it: matchConditions", {}, None, {}, None,
+      kube_version="v1.30.5-gke.1014001"),
+    V("tpuPodsOnly false: every KubeRay worker Pod", tw(webhook={"mutating": {"tpuPodsOnly": False}}),
+      None, {"tpu_pods_only": False}, None),
+]
+
+# ---------------------------------------------------------------------------------------------
+# A port below 1024 through the safe sysctl.
+
+PSC = {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532, "fsGroup": 65532,
+       "seccompProfile": {"type": "RuntimeDefault"}}
+PORT_SYSCTL = {"name": "net.ipv4.ip_unprivileged_port_start", "value": "443"}
+SHM_SYSCTL = {"name": "kernel.shm_rmid_forced", "value": "1"}
+
+
+def expect_pod_security(sysctls, port):
+    def check(objs, idx, r):
+        psc = deployment(idx)["spec"]["template"]["spec"]["securityContext"]
+        r.check(psc == dict(PSC, sysctls=sysctls),
+                f"Pod securityContext {psc}, want the defaults with sysctls {sysctls}")
+        r.check(flags(idx).get("bind-address") == f":{port}"
+                and container(idx)["ports"][0]["containerPort"] == port,
+                f"--bind-address={flags(idx).get('bind-address')}, want :{port}")
+        caps = container(idx)["securityContext"]["capabilities"]
+        r.check(caps == {"drop": ["ALL"]}, f"capabilities {caps}: the sysctl needs none")
+    return check
+
+
+PORT_VARIANTS = [
+    V("bindPort 443: the sysctl, no capability", tw(deployment={"bindPort": 443}), None,
+      {"expect_defaults": False, "replicas": 2}, expect_pod_security([PORT_SYSCTL], 443)),
+    V("bindPort 443 next to another sysctl",
+      tw(deployment={"bindPort": 443, "podSecurityContext": {"sysctls": [SHM_SYSCTL]}}), None,
+      {"expect_defaults": False, "replicas": 2},
+      expect_pod_security([SHM_SYSCTL, PORT_SYSCTL], 443)),
+    V("bindPort 1000 with the sysctl already set: kept as it is",
+      tw(deployment={"bindPort": 1000, "podSecurityContext": {"sysctls": [
+          {"name": "net.ipv4.ip_unprivileged_port_start", "value": "0"}]}}), None,
+      {"expect_defaults": False, "replicas": 2},
+      expect_pod_security([{"name": "net.ipv4.ip_unprivileged_port_start", "value": "0"}], 1000)),
+]
+
+# ---------------------------------------------------------------------------------------------
+# The priority class and the ResourceQuota a critical one needs outside kube-system.
+
+
+def expect_quota(cls, pods):
+    """The Pods' priority class is cls; the ResourceQuota admits `pods` Pods of it (None: no
+    ResourceQuota)."""
+    def check(objs, idx, r):
+        got = deployment(idx)["spec"]["template"]["spec"].get("priorityClassName")
+        r.check(got == cls, f"priorityClassName {got!r}, want {cls!r}")
+        q = idx.get(("ResourceQuota", dc.CRITICAL_QUOTA))
+        if pods is None:
+            r.check(q is None, "ResourceQuota rendered")
+        elif r.check(q is not None, "ResourceQuota missing"):
+            r.check(q["spec"]["hard"] == {"pods": pods}, f"ResourceQuota hard {q['spec']['hard']}")
+    return check
+
+
+PRIORITY_VARIANTS = [
+    V("no priority class: no ResourceQuota", tw(deployment={"priorityClassName": ""}), None,
+      {"expect_defaults": False, "replicas": 2}, expect_quota(None, None)),
+    V("system-node-critical with 3 replicas: its ResourceQuota",
+      tw(deployment={"priorityClassName": "system-node-critical", "replicas": 3}), None,
+      {"expect_defaults": False, "replicas": 3}, expect_quota("system-node-critical", "8")),
+    V("system-cluster-critical in kube-system: no ResourceQuota",
+      tw(namespace={"name": "kube-system"}), None, {"namespace": "kube-system"},
+      expect_quota("system-cluster-critical", None)),
+]
+
 VARIANTS = [
     V("defaults", {}, None, {}, expect_default_install),
     V("selfSigned", tw(cert={"mode": "selfSigned"}), None, {"cert_mode": "selfSigned"},
@@ -427,11 +555,11 @@ VARIANTS = [
     V("legacy: unknown value, schema skipped: the template refuses it too",
       tw(legacyIndexing="sometimes"), None, None,
       'tpuWebhook.legacyIndexing must be "on", "off" or "auto", not "sometimes"', skip_schema=True),
-    V("no namespace name", tw(namespace={"name": ""}), None, None, "tpuWebhook.namespace.name"),
     V("every optional value set", EVERYTHING, None,
       {"expect_defaults": False, "namespace_created": False}, expect_everything),
     V("metrics Service only, namespace labels, security contexts",
-      tw(namespace={"labels": {"pod-security.kubernetes.io/enforce": "restricted"}},
+      tw(namespace={"create": True,
+                    "labels": {"pod-security.kubernetes.io/enforce": "restricted"}},
          metrics={"service": {"enabled": True}},
          deployment={"containerSecurityContext": {
              "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
@@ -439,7 +567,7 @@ VARIANTS = [
              "seccompProfile": {"type": "RuntimeDefault"}},
              "podSecurityContext": {"runAsNonRoot": True, "runAsUser": 1234,
                                     "seccompProfile": {"type": "RuntimeDefault"}}}),
-      None, {}, expect_metrics_service_only),
+      None, {"namespace_created": True}, expect_metrics_service_only),
     V("ServiceMonitor alone brings its Service", tw(metrics={"serviceMonitor": {"enabled": True}}),
       None, {}, expect_monitor_brings_service),
     V("PrometheusRule and Grafana dashboard, with labels", MONITORING, None, {},
@@ -452,7 +580,7 @@ VARIANTS = [
     V("NetworkPolicy: the API server's ranges only",
       tw(networkPolicy={"enabled": True, "apiServerCIDRs": API_SERVER_CIDRS}), None,
       {"network_policy": {"https": ip_blocks(API_SERVER_CIDRS), "health": []}},
-      expect_network_policy(dc.BIND_PORT, dc.HEALTH_PORT)),
+      expect_network_policy(dc.INSTALL_BIND_PORT, dc.HEALTH_PORT)),
     V("NetworkPolicy: every source, ports moved",
       tw(networkPolicy={"enabled": True, "apiServerCIDRs": API_SERVER_CIDRS[:1],
                         "apiServerPeers": [KONNECTIVITY], "healthPeers": PROMETHEUS},
@@ -464,10 +592,10 @@ VARIANTS = [
     V("NetworkPolicy: peers instead of ranges",
       tw(networkPolicy={"enabled": True, "apiServerPeers": [KONNECTIVITY]}), None,
       {"network_policy": {"https": [KONNECTIVITY], "health": []}},
-      expect_network_policy(dc.BIND_PORT, dc.HEALTH_PORT)),
+      expect_network_policy(dc.INSTALL_BIND_PORT, dc.HEALTH_PORT)),
     V("NetworkPolicy that would shut out the API server", tw(networkPolicy={"enabled": True}),
       None, None, "tpuWebhook.networkPolicy.enabled needs tpuWebhook.networkPolicy.apiServerCIDRs"),
-]
+] + NAMESPACE_VARIANTS + MATCH_VARIANTS + PORT_VARIANTS + PRIORITY_VARIANTS
 
 
 # ---------------------------------------------------------------------------------------------
@@ -543,8 +671,8 @@ def load_chart(chart_dir, r):
 # Rendering the variants.
 
 def render_variants(renderer, chart_dir, variants):
-    jobs = [{"values": v.values, "lookup": v.lookup, "skip_schema": v.skip_schema}
-            for v in variants]
+    jobs = [{"values": v.values, "lookup": v.lookup, "skip_schema": v.skip_schema,
+             "namespace": v.release_ns, "kube_version": v.kube_version} for v in variants]
     return chart_render.render_many(renderer, chart_dir, jobs)
 
 
@@ -576,7 +704,8 @@ def check_variant(vname, objs, expect, extra, r):
     """Holds one variant's objects to check_install and the variant's own checks."""
     sub = dc.Report()
     try:
-        idx = dc.check_install(objs, sub, helm=True, **expect)
+        # The chart creates no Namespace unless namespace.create says so.
+        idx = dc.check_install(objs, sub, helm=True, **{"namespace_created": False, **expect})
         if extra and not sub.failures:
             extra(objs, idx, sub)
     except (KeyError, TypeError, AttributeError, IndexError, ValueError) as e:
@@ -749,8 +878,14 @@ def main():
     # validates.
     kobjs = kustomize_objects(args.root, args.kubectl, r)
     default_objs = next((objs for name, objs, _ in rendered if name == "defaults"), None)
-    if r.check(default_objs is not None, "the defaults variant did not render") and kobjs:
-        compare_with_kustomize(default_objs, kobjs, r)
+    # The kustomize base creates the Namespace, which the chart creates only when asked.
+    ns_objs = next((objs for name, objs, _ in rendered
+                    if name == "namespace.create in the release namespace ray-system"), [])
+    ns_obj = [o for o in ns_objs if o["kind"] == "Namespace"]
+    if r.check(default_objs is not None and len(ns_obj) == 1,
+               "the defaults variant, or its Namespace with namespace.create, did not render") \
+            and kobjs:
+        compare_with_kustomize(default_objs + ns_obj, kobjs, r)
     check_validating_everywhere(rendered, kobjs, r)
     api_checked = check_api_schemas(rendered, args.node, r)
     status = r.finish("chart structure")

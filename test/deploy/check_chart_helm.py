@@ -33,12 +33,14 @@ SKIP = 77
 TIMEOUT = 120
 
 
-def helm_template(helm, chart_dir, tmp, values, sets=(), skip_schema=False):
+def helm_template(helm, chart_dir, tmp, values, sets=(), skip_schema=False, namespace=None,
+                  kube_version=None):
     vfile = os.path.join(tmp, "values.json")
     with open(vfile, "w") as f:
         json.dump(values, f)
     cmd = [helm, "template", chart_render.RELEASE, chart_dir, "--namespace",
-           chart_render.NAMESPACE, "-f", vfile]
+           namespace or chart_render.NAMESPACE, "--kube-version",
+           kube_version or chart_render.KUBE_VERSION, "-f", vfile]
     for s in sets:
         cmd += ["--set", s]
     if skip_schema:
@@ -71,7 +73,8 @@ def compare(vname, helm_objs, mine, r):
 
 def check_variant(args, chart_dir, tmp, v, r):
     """One variant through helm; returns its objects when it renders."""
-    proc = helm_template(args.helm, chart_dir, tmp, v.values, skip_schema=v.skip_schema)
+    proc = helm_template(args.helm, chart_dir, tmp, v.values, skip_schema=v.skip_schema,
+                         namespace=v.release_ns, kube_version=v.kube_version)
     if v.skip_schema and "unknown flag: --skip-schema-validation" in proc.stderr:
         print(f"variant {v.name!r}: this helm has no --skip-schema-validation (3.16+); not run")
         return None
@@ -88,9 +91,10 @@ def check_variant(args, chart_dir, tmp, v, r):
     cc.check_variant(v.name, objs, dict(v.expect, ca_bundle=None) if self_signed else v.expect,
                      None if self_signed else v.extra, r)
     if self_signed:
-        cc.check_certificate(objs, r)
+        cc.check_certificate(objs, r, v.expect.get("namespace", dc.NAMESPACE))
     mine = chart_render.render(args.renderer, chart_dir, values=v.values, report=False,
-                               skip_schema=v.skip_schema)
+                               skip_schema=v.skip_schema, namespace=v.release_ns,
+                               kube_version=v.kube_version)
     if r.check(mine.ok, f"variant {v.name!r}: helmrender failed: {mine.error}"):
         compare(v.name, objs, cc.objects_of(mine, f"helmrender {v.name!r}", r), r)
     return objs

@@ -14,9 +14,10 @@
      top-level key, ports out of range, an unknown enum value, ...; the misspelt key's message
      is exactly Helm's. Each of ACCEPTED_CASES (free-form Kubernetes fields, YAML booleans for
      legacyIndexing, ...) validates.
-  4. A values file written for the Go webhook's chart still validates, and renders with its
-     values, once its bindPort 443 is dropped as docs/install.md says; with it, the schema
-     refuses bindPort.
+  4. A values file written for the Go webhook's chart validates and renders as it is, in a
+     release namespace other than the one it names: everything in its namespace (ray-system),
+     serving on its bindPort 443 through the safe sysctl net.ipv4.ip_unprivileged_port_start,
+     the Service on 443, its user, capabilities, image, replicas and certificate lifetime.
 
 Usage: check_chart_schema.py --root REPO_ROOT --renderer HELMRENDER
 Exit 77 (skipped) when helmrender is not built.
@@ -61,8 +62,10 @@ SCHEMA_CASES = [
     ("an unknown top-level key", {"tpuwebhook": {"legacyIndexing": "on"}}, (),
      (REFUSED, "tpuwebhook")),
     ("a Service port out of range", tw(service={"port": 70000}), (), (REFUSED, "port")),
-    ("a bindPort below 1024 (the Go webhook's 443)", tw(deployment={"bindPort": 443}), (),
-     (REFUSED, "bindPort")),
+    ("a bindPort of 0", tw(deployment={"bindPort": 0}), (), (REFUSED, "bindPort")),
+    ("a bindPort out of range", tw(deployment={"bindPort": 65536}), (), (REFUSED, "bindPort")),
+    ("tpuPodsOnly as a string", tw(webhook={"mutating": {"tpuPodsOnly": "yes"}}), (),
+     (REFUSED, "tpuPodsOnly")),
     ("a healthPort of 0", {}, ("tpuWebhook.deployment.healthPort=0",), (REFUSED, "healthPort")),
     ("verbosity 5", tw(deployment={"verbosity": 5}), (), (REFUSED, "verbosity")),
     ("an unknown log format", tw(deployment={"logFormat": "xml"}), (), (REFUSED, "logFormat")),
@@ -99,6 +102,8 @@ ACCEPTED_CASES = [
         networkPolicy={"enabled": True, "apiServerCIDRs": ["10.0.0.0/28"],
                        "apiServerPeers": [{"podSelector": {"matchLabels": {"a": "b"}}}]})),
     ("a PodDisruptionBudget percentage", tw(podDisruptionBudget={"minAvailable": "50%"})),
+    ("a privileged bindPort (the Go webhook's 443)", tw(deployment={"bindPort": 443})),
+    ("the release namespace (an empty name)", tw(namespace={"name": ""})),
 ]
 
 # A values file written for the Go webhook's chart: its keys, with its values (its image
@@ -209,29 +214,50 @@ def check_cases(renderer, chart_dir, r):
 
 
 def check_go_chart_values(renderer, chart_dir, r):
-    """The Go webhook's values file: refused for bindPort 443 alone; without it, it validates
-    and its values are applied."""
-    whole = chart_render.render(renderer, chart_dir, values=GO_CHART_VALUES, report=False)
-    r.check(not whole.ok and REFUSED in whole.error and "bindPort" in whole.error
-            and whole.error.count("\n- ") == 1,
-            f"the Go chart's values file: want only bindPort refused, got: {whole.error or 'ok'}")
-    kept = json.loads(json.dumps(GO_CHART_VALUES))
-    del kept["tpuWebhook"]["deployment"]["bindPort"]
-    kept["tpuWebhook"]["deployment"]["containerSecurityContext"]["capabilities"].pop("add")
-    res = chart_render.render(renderer, chart_dir, values=kept, report=False)
-    if not r.check(res.ok, f"the Go chart's values file without bindPort: {res.error}"):
+    """The Go webhook's values file, unchanged, in release namespace "default": validates, and
+    renders an install in its own namespace that serves on its port 443."""
+    res = chart_render.render(renderer, chart_dir, values=GO_CHART_VALUES, report=False,
+                              namespace="default")
+    if not r.check(res.ok, f"the Go chart's values file is refused: {res.error}"):
         return
     objs = [o for _, text in res.documents for o in dc.load_objects(text, "Go chart values")]
     idx = {(o["kind"], o["metadata"]["name"]): o for o in objs}
     dep = idx[("Deployment", dc.NAME)]["spec"]
-    c = dep["template"]["spec"]["containers"][0]
+    pod = dep["template"]["spec"]
+    c = pod["containers"][0]
+    flags = dc.parse_args(c["args"])
     r.check(dep["replicas"] == 1 and ("PodDisruptionBudget", dc.NAME) not in idx,
             f"Go chart values: replicas {dep['replicas']}, want 1 and no PodDisruptionBudget")
     r.check(c["securityContext"].get("runAsUser") == 2007 and c["image"].startswith(
         "registry.example.com/go-webhook/tpu-webhook:v1.3.1"), "Go chart values: not applied")
+    r.check(c["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]},
+            f"Go chart values: capabilities {c['securityContext']['capabilities']}, want its own")
     r.check(idx[("Certificate", dc.CERTIFICATE)]["spec"]["duration"] == "2160h",
             "Go chart values: cert.duration not applied")
-    print("the Go chart's values file validates and renders once its bindPort is dropped")
+    # Serves where it says: port 443, bound by a non-root user through the sysctl.
+    r.check(flags.get("bind-address") == ":443"
+            and [p["containerPort"] for p in c["ports"] if p["name"] == "https"] == [443],
+            f"Go chart values: --bind-address={flags.get('bind-address')}, ports {c['ports']}, "
+            "want 443")
+    r.check(pod["securityContext"].get("sysctls") == [
+        {"name": "net.ipv4.ip_unprivileged_port_start", "value": "443"}],
+        f"Go chart values: Pod sysctls {pod['securityContext'].get('sysctls')}, want "
+        "net.ipv4.ip_unprivileged_port_start=443")
+    r.check(pod["securityContext"].get("runAsNonRoot") is True,
+            "Go chart values: the Pod no longer runs as non-root")
+    svc = idx[("Service", dc.NAME)]["spec"]["ports"]
+    r.check(svc == [{"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"}],
+            f"Go chart values: Service ports {svc}, want 443 to the https port")
+    # In the namespace it names, not the release namespace.
+    wrong = sorted(f"{o['kind']} {o['metadata']['name']}" for o in objs
+                   if o["metadata"].get("namespace") not in (None, "ray-system"))
+    r.check(not wrong, f"Go chart values: objects outside ray-system: {wrong}")
+    m = idx[("MutatingWebhookConfiguration", dc.MUTATING)]
+    r.check(m["webhooks"][0]["clientConfig"]["service"]["namespace"] == "ray-system"
+            and m["metadata"]["annotations"]["cert-manager.io/inject-ca-from"]
+            == "ray-system/kuberay-tpu-webhook-certs",
+            "Go chart values: the webhook does not call the Service in ray-system")
+    print("the Go chart's values file validates and renders as it is: ray-system, port 443")
 
 
 def main():

@@ -11,9 +11,27 @@ import re
 
 import yaml
 
-# The binary's defaults (cmd/webhook flags).
-BIND_PORT = 9443
+# The binary's defaults (cmd/webhook flags). --bind-address's :9443 is what scripts/run-dev.sh
+# serves locally; installs pass --bind-address=:INSTALL_BIND_PORT.
+BINARY_BIND_PORT = 9443
 HEALTH_PORT = 8081
+# The HTTPS port of the kustomize base and of the chart's defaults: a GKE private cluster's
+# default firewall rule lets the control plane reach the nodes on TCP 443 and 10250 only
+# (PRIVATE_CLUSTER_PORTS); 10250 needs no privilege.
+INSTALL_BIND_PORT = 10250
+PRIVATE_CLUSTER_PORTS = {443, 10250}
+# A container port below 1024 is bound without a capability through this namespaced sysctl, safe
+# (allowed by kubelet without configuration) since Kubernetes 1.22.
+UNPRIVILEGED_PORT_SYSCTL = "net.ipv4.ip_unprivileged_port_start"
+# The namespace label that opts a namespace out of both webhooks.
+IGNORE_LABEL = "kuberay-tpu-webhook.ray.io/ignore"
+# The mutating webhook's matchCondition (CEL) sending only TPU Pods; its expression is evaluated
+# against Pods by check_match_conditions.py.
+TPU_CONDITION = "tpu-pods-only"
+# Priority classes kube-apiserver may confine to kube-system unless a ResourceQuota names them.
+CRITICAL_CLASSES = {"system-cluster-critical", "system-node-critical"}
+DEFAULT_PRIORITY_CLASS = "system-cluster-critical"
+CRITICAL_QUOTA = "kuberay-tpu-webhook-critical-pods"
 CERT_DIR = "/etc/kuberay-tpu-webhook/tls"
 BINARY_FLAGS = {
     "bind-address", "health-address", "tls-cert-file", "tls-private-key-file", "server-cert",
@@ -60,9 +78,11 @@ CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding",
                   "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}
 
 
-class UniqueKeyLoader(yaml.SafeLoader):
+class UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
     """A YAML loader that refuses duplicate mapping keys (PyYAML keeps the last silently;
-    kubectl and Helm's parsers reject or mangle them)."""
+    kubectl and Helm's parsers reject or mangle them). libyaml's parser when PyYAML has it (the
+    constructor, and so this check, is the same Python code either way): the deploy tests parse
+    every chart variant, many times over in deploy.checks_catch_breakage."""
 
 
 def _construct_mapping(loader, node, deep=False):
@@ -190,7 +210,7 @@ def excluded_namespaces(ns_selector):
 
 def check_install(objs, r, cert_mode="certManager", expect_defaults=True, namespace_created=True,
                   ca_bundle=None, secret_name=SECRET, replicas=None, helm=False,
-                  network_policy=None, elsewhere=None):
+                  network_policy=None, elsewhere=None, namespace=NAMESPACE, tpu_pods_only=True):
     """Checks one rendered install. expect_defaults: also pin the shipped defaults (2 replicas,
     --legacy-indexing=auto, PodDisruptionBudget, mutating Fail, validating Ignore, 5 s, no
     NetworkPolicy unless network_policy says otherwise); cert_mode: certManager | selfSigned | existingSecret; replicas: the
@@ -199,7 +219,10 @@ def check_install(objs, r, cert_mode="certManager", expect_defaults=True, namesp
     no NetworkPolicy may be rendered, else the sources it must allow, as
     {"https": [peer, ...], "health": [peer, ...]} (check_network_policy); elsewhere: the
     namespaced objects that belong in another namespace than NAMESPACE, {(kind, name): namespace}
-    (a Grafana dashboard ConfigMap in Grafana's namespace)."""
+    (a Grafana dashboard ConfigMap in Grafana's namespace); namespace: the webhook's namespace,
+    which every namespaced object, reference and DNS name must name; tpu_pods_only: whether the
+    mutating webhook carries the matchCondition that sends only TPU Pods."""
+    NAMESPACE = namespace  # every check below is about this install's namespace
     if replicas is None and expect_defaults:
         replicas = 2
     idx = index(objs, r)
@@ -210,7 +233,7 @@ def check_install(objs, r, cert_mode="certManager", expect_defaults=True, namesp
         r.check(o is not None, f"missing {kind} {name}")
         return o or {}
 
-    # Namespaces: every namespaced object in ray-system (unless elsewhere says otherwise),
+    # Namespaces: every namespaced object in the webhook's (unless elsewhere says otherwise),
     # cluster-scoped ones without one.
     for (kind, name), o in idx.items():
         ns = o["metadata"].get("namespace")
@@ -301,14 +324,16 @@ def check_install(objs, r, cert_mode="certManager", expect_defaults=True, namesp
     unknown = set(flags) - BINARY_FLAGS - {"__bad__", "__twice__"}
     r.check(not unknown, f"args the binary does not have: {sorted(unknown)}")
     r.check(not c.get("command"), "command overrides the image's entrypoint")
-    bind = port_of(flags.get("bind-address", f":{BIND_PORT}"))
+    bind = port_of(flags.get("bind-address", f":{BINARY_BIND_PORT}"))
     health = port_of(flags.get("health-address", f":{HEALTH_PORT}"))
     ports = {p.get("name"): p.get("containerPort") for p in c.get("ports", [])}
     r.check(ports.get("https") == bind, f"container port https {ports.get('https')} != --bind-address {bind}")
     r.check(ports.get("health") == health, f"container port health {ports.get('health')} != --health-address {health}")
     if expect_defaults:
-        r.check(bind == BIND_PORT and health == HEALTH_PORT,
-                f"ports {bind}/{health}, want the binary's defaults {BIND_PORT}/{HEALTH_PORT}")
+        r.check(bind == INSTALL_BIND_PORT and health == HEALTH_PORT,
+                f"ports {bind}/{health}, want {INSTALL_BIND_PORT} (a port a GKE private cluster's "
+                f"firewall opens to the control plane: {sorted(PRIVATE_CLUSTER_PORTS)}) and "
+                f"{HEALTH_PORT}")
 
     def probe_port(p):
         port = p.get("httpGet", {}).get("port")
@@ -334,6 +359,7 @@ def check_install(objs, r, cert_mode="certManager", expect_defaults=True, namesp
     r.check(csc.get("privileged") is not True, "privileged container")
     r.check("ALL" in (csc.get("capabilities") or {}).get("drop", []), "capabilities do not drop ALL")
     r.check(not (csc.get("capabilities") or {}).get("add"), "capabilities added")
+    check_port_privilege(psc, csc, bind, r)
     seccomp = (csc.get("seccompProfile") or psc.get("seccompProfile") or {}).get("type")
     r.check(seccomp == "RuntimeDefault", f"seccompProfile {seccomp}, want RuntimeDefault")
     r.check(not [v for v in pod.get("volumes", []) if "hostPath" in v], "hostPath volume")
@@ -394,7 +420,10 @@ def check_install(objs, r, cert_mode="certManager", expect_defaults=True, namesp
                 f"PDB minAvailable {pspec.get('minAvailable')} with {spec.get('replicas')} replicas: "
                 "drains would block or evict every webhook Pod")
 
-    # Service: kube-apiserver calls NAME.ray-system.svc:443, which reaches the HTTPS port.
+    check_priority(pod, idx, NAMESPACE, r, expect_defaults)
+    check_spread(pod, r, expect_defaults)
+
+    # Service: kube-apiserver calls NAME.<namespace>.svc:443, which reaches the HTTPS port.
     svc = get("Service", NAME)
     r.check(svc.get("spec", {}).get("selector") == SELECTOR, f"Service selector {svc.get('spec', {}).get('selector')}")
     r.check(subset(svc.get("spec", {}).get("selector"), pod_labels), "Service selects no webhook Pod")
@@ -428,6 +457,9 @@ def check_install(objs, r, cert_mode="certManager", expect_defaults=True, namesp
             r.check(h.get("timeoutSeconds") == 5, f"{name}: default timeoutSeconds not 5")
         r.check(EXCLUDED_NAMESPACES <= excluded_namespaces(h.get("namespaceSelector")),
                 f"{name}: namespaceSelector does not exclude {sorted(EXCLUDED_NAMESPACES)}")
+        ignore = {"key": IGNORE_LABEL, "operator": "DoesNotExist"}
+        r.check(ignore in (h.get("namespaceSelector") or {}).get("matchExpressions", []),
+                f"{name}: namespaceSelector does not leave out namespaces labelled {IGNORE_LABEL}")
         ann = cfg.get("metadata", {}).get("annotations") or {}
         inject = ann.get("cert-manager.io/inject-ca-from")
         if cert_mode == "certManager":
@@ -460,6 +492,14 @@ def check_install(objs, r, cert_mode="certManager", expect_defaults=True, namesp
                                                         "ray.io/node-type": "worker"}},
             f"mutating objectSelector {m.get('objectSelector')}")
     r.check(m.get("sideEffects") == "NoneOnDryRun", f"mutating sideEffects {m.get('sideEffects')}")
+    conds = m.get("matchConditions")
+    if tpu_pods_only:
+        r.check(isinstance(conds, list) and [c.get("name") for c in conds] == [TPU_CONDITION]
+                and isinstance(conds[0].get("expression"), str) and conds[0]["expression"].strip(),
+                f"mutating matchConditions {conds}, want the one named {TPU_CONDITION} (only TPU "
+                "Pods depend on the webhook)")
+    else:
+        r.check(conds is None, f"mutating matchConditions {conds}, want none")
     r.check(m.get("reinvocationPolicy") in ("Never", "IfNeeded"), "reinvocationPolicy not explicit")
     if expect_defaults:
         r.check(m.get("reinvocationPolicy") == "Never", "default reinvocationPolicy not Never")
@@ -485,7 +525,9 @@ def check_install(objs, r, cert_mode="certManager", expect_defaults=True, namesp
         r.check(iss.get("spec") == {"selfSigned": {}}, f"Issuer spec {iss.get('spec')}")
         cert = idx.get(("Certificate", CERTIFICATE), {}).get("spec", {})
         r.check(cert.get("secretName") == SECRET, f"Certificate secretName {cert.get('secretName')}")
-        r.check(f"{NAME}.{NAMESPACE}.svc" in cert.get("dnsNames", []), "Certificate lacks the Service DNS name")
+        r.check(cert.get("dnsNames") == [f"{NAME}.{NAMESPACE}.svc", f"{NAME}.{NAMESPACE}.svc.cluster.local"],
+                f"Certificate dnsNames {cert.get('dnsNames')}, want the Service's DNS names in "
+                f"{NAMESPACE}")
         r.check(cert.get("issuerRef", {}).get("name") == ISSUER, "Certificate issuerRef")
         r.check(not secrets, "a Secret is rendered although cert-manager issues it")
     else:
@@ -500,6 +542,77 @@ def check_install(objs, r, cert_mode="certManager", expect_defaults=True, namesp
         else:
             r.check(not secrets, "existingSecret: the chart must not render a Secret")
     return idx
+
+
+def strings_naming(obj, ns, path=""):
+    """Paths of the strings in obj that hold namespace ns as a word between dots and slashes (a
+    DNS name, <ns>/<name>, or the namespace itself)."""
+    if isinstance(obj, dict):
+        return [p for k, v in obj.items() for p in strings_naming(v, ns, f"{path}.{k}")]
+    if isinstance(obj, list):
+        return [p for i, v in enumerate(obj) for p in strings_naming(v, ns, f"{path}[{i}]")]
+    if isinstance(obj, str) and ns in obj.replace("/", ".").split("."):
+        return [f"{path}={obj}"]
+    return []
+
+
+def check_port_privilege(psc, csc, bind, r):
+    """A container port below 1024 is bound by a non-root process without capabilities only when
+    the Pod's net.ipv4.ip_unprivileged_port_start is at most that port; no capability may stand
+    in for it (check_install refuses added capabilities on the installs it holds to that)."""
+    sysctls = {s.get("name"): s.get("value") for s in psc.get("sysctls") or []}
+    if bind >= 1024:
+        return
+    value = sysctls.get(UNPRIVILEGED_PORT_SYSCTL)
+    r.check(value is not None and str(value).isdigit() and int(value) <= bind,
+            f"HTTPS port {bind} is privileged, and the Pod's sysctls {sysctls} do not set "
+            f"{UNPRIVILEGED_PORT_SYSCTL} at or below it: a non-root process cannot bind it")
+    r.check(isinstance(value, str), f"sysctl {UNPRIVILEGED_PORT_SYSCTL} value {value!r} must be a "
+                                    "string (the API's type)")
+
+
+def check_priority(pod, idx, namespace, r, expect_defaults):
+    """The Pods' priority class, and the ResourceQuota that admits a critical class outside
+    kube-system: present exactly when the class is critical and the namespace is not
+    kube-system, scoped to that class alone."""
+    cls = pod.get("priorityClassName")
+    if expect_defaults:
+        r.check(cls == DEFAULT_PRIORITY_CLASS,
+                f"priorityClassName {cls!r}, want {DEFAULT_PRIORITY_CLASS} (the mutating webhook "
+                "fails closed)")
+    quotas = [k for k in idx if k[0] == "ResourceQuota"]
+    want = cls in CRITICAL_CLASSES and namespace != "kube-system"
+    if not want:
+        r.check(not quotas, f"ResourceQuota {quotas} rendered for priority class {cls!r} in "
+                            f"{namespace}")
+        return
+    q = idx.get(("ResourceQuota", CRITICAL_QUOTA))
+    if not r.check(q is not None and quotas == [("ResourceQuota", CRITICAL_QUOTA)],
+                   f"priority class {cls} in {namespace}: want exactly ResourceQuota "
+                   f"{CRITICAL_QUOTA}, got {quotas} (kube-apiserver may refuse the Pods otherwise)"):
+        return
+    spec = q.get("spec") or {}
+    r.check(spec.get("scopeSelector") == {"matchExpressions": [
+        {"scopeName": "PriorityClass", "operator": "In", "values": [cls]}]},
+        f"ResourceQuota {CRITICAL_QUOTA} scopeSelector {spec.get('scopeSelector')}, want "
+        f"PriorityClass In [{cls}]")
+    pods = quantity_bytes((spec.get("hard") or {}).get("pods"))
+    replicas = ((idx.get(("Deployment", NAME)) or {}).get("spec") or {}).get("replicas") or 0
+    r.check(set(spec.get("hard") or {}) == {"pods"} and pods is not None and pods > replicas,
+            f"ResourceQuota {CRITICAL_QUOTA} hard {spec.get('hard')}: want only pods, more than "
+            f"the {replicas} replicas (a rolling update adds one)")
+
+
+def check_spread(pod, r, expect_defaults):
+    """By default the replicas spread over nodes and over zones, without refusing to schedule."""
+    if not expect_defaults:
+        return
+    got = {(c.get("topologyKey"), c.get("whenUnsatisfiable"), c.get("maxSkew"),
+            str((c.get("labelSelector") or {}).get("matchLabels")))
+           for c in pod.get("topologySpreadConstraints") or []}
+    want = {(key, "ScheduleAnyway", 1, str(SELECTOR))
+            for key in ("kubernetes.io/hostname", "topology.kubernetes.io/zone")}
+    r.check(got == want, f"topologySpreadConstraints {sorted(got)}, want {sorted(want)}")
 
 
 def validating_rules(objs):

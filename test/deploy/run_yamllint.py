@@ -18,7 +18,8 @@ def targets(root):
     return ([os.path.join(chart, "Chart.yaml"), os.path.join(chart, "values.yaml"),
              os.path.join(chart, "files", "alerts.yaml"),
              os.path.join(root, "test", "deploy", "yamllint.yaml")]
-            + sorted(glob.glob(os.path.join(root, "deploy", "manifests", "*.yaml"))))
+            + sorted(glob.glob(os.path.join(root, "deploy", "manifests", "**", "*.yaml"),
+                               recursive=True)))
 
 
 def main():

@@ -4,9 +4,71 @@ derived from the release name: the webhook configurations are cluster-wide, so o
 cluster.
 */}}
 
-{{/* Namespace of every namespaced object. */}}
+{{/*
+Namespace of every namespaced object: tpuWebhook.namespace.name when a values file names one (the
+Go webhook's chart named ray-system), else the release namespace (helm install -n, Argo CD's
+destination namespace).
+*/}}
 {{- define "kuberay-tpu-webhook.namespace" -}}
-{{- required "tpuWebhook.namespace.name must be set" .Values.tpuWebhook.namespace.name -}}
+{{- .Values.tpuWebhook.namespace.name | default .Release.Namespace -}}
+{{- end }}
+
+{{/*
+The label that opts a namespace out of both webhooks: Pods, RayClusters, RayJobs and RayServices
+in a namespace carrying it (with any value) are never sent to the webhook.
+*/}}
+{{- define "kuberay-tpu-webhook.ignoreLabel" -}}
+kuberay-tpu-webhook.ray.io/ignore
+{{- end }}
+
+{{/*
+The namespaceSelector of both webhooks: never kube-system, kube-node-lease, the namespaces of
+webhook.extraExcludedNamespaces, nor a namespace labelled with the opt-out label.
+*/}}
+{{- define "kuberay-tpu-webhook.namespaceSelector" -}}
+{{- $excluded := concat (list "kube-system" "kube-node-lease") .Values.tpuWebhook.webhook.extraExcludedNamespaces -}}
+matchExpressions:
+  - key: kubernetes.io/metadata.name
+    operator: NotIn
+    values: {{ toJson $excluded }}
+  - key: {{ include "kuberay-tpu-webhook.ignoreLabel" . }}
+    operator: DoesNotExist
+{{- end }}
+
+{{/*
+The Pod security context: deployment.podSecurityContext, plus, when deployment.bindPort is below
+1024, the namespaced sysctl net.ipv4.ip_unprivileged_port_start=<bindPort>, so that the
+non-root container, without any capability, may listen there (a "safe" sysctl since Kubernetes
+1.22: kubelet allows it without configuration). A sysctl of that name already in the values wins.
+*/}}
+{{- define "kuberay-tpu-webhook.podSecurityContext" -}}
+{{- $d := .Values.tpuWebhook.deployment -}}
+{{- $psc := deepCopy ($d.podSecurityContext | default dict) -}}
+{{- $port := $d.bindPort | int -}}
+{{- if lt $port 1024 -}}
+{{- $sysctls := $psc.sysctls | default list -}}
+{{- $set := false -}}
+{{- range $sysctls -}}
+{{- if eq (toString .name) "net.ipv4.ip_unprivileged_port_start" -}}
+{{- $set = true -}}
+{{- end -}}
+{{- end -}}
+{{- if not $set -}}
+{{- $_ := set $psc "sysctls" (append $sysctls (dict "name" "net.ipv4.ip_unprivileged_port_start" "value" (toString $port))) -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $psc -}}
+{{- end }}
+
+{{/*
+Whether the Pods' priority class is one that kube-apiserver may confine to kube-system (GKE
+does): system-cluster-critical or system-node-critical. Such Pods are admitted elsewhere only in
+a namespace with a ResourceQuota that names the class (templates/resourcequota.yaml).
+*/}}
+{{- define "kuberay-tpu-webhook.criticalPriority" -}}
+{{- if has .Values.tpuWebhook.deployment.priorityClassName (list "system-cluster-critical" "system-node-critical") -}}
+true
+{{- end -}}
 {{- end }}
 
 {{/* Labels of every object. */}}
