@@ -38,7 +38,10 @@ for t in "${targets[@]}"; do
   corpus=$BUILD/corpus/$t
   findings=$BUILD/findings/$t
   rm -rf "$findings"; mkdir -p "$findings" "$corpus"
-  mapfile -t seed_paths < <(seeds "$name")
+  seed_paths=()
+  while read -r p; do  # libFuzzer reads directories: a single seed file joins the grown corpus
+    if [[ -d $p ]]; then seed_paths+=("$p"); else cp "$p" "$corpus/"; fi
+  done < <(seeds "$name")
   echo "== $t: ${SECONDS_EACH}s${FUZZ_RUNS:+ or $RUNS runs}, seeds: ${seed_paths[*]}"
   # The first directory is the one libFuzzer grows; the seed paths are only read.
   "$BUILD/fuzz/$t" -max_total_time="$SECONDS_EACH" -runs="$RUNS" -timeout=10 -rss_limit_mb=2048 \
