@@ -168,7 +168,9 @@ class SignalWatcher {
             "signal received",
             {{"signal", name}, {"action", "re-read the certificate files"}, {"sender_pid", pid}});
         if (!srv.reload_certificates()) {
-          log.info("nothing to re-read: the certificate came from --server-cert/--server-key");
+          log.info(
+              "nothing to re-read: the certificate came from --server-cert/--server-key or "
+              "--cert-mode=managed");
         }
         continue;
       }

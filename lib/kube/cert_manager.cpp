@@ -287,6 +287,10 @@ void CertManager::stop() {
 }
 
 void CertManager::run(const std::function<void(const ServingPair&)>& publish, ServingPair last) {
+  // A new leaf is published at the second sync that finds its CA trusted, so kube-apiserver had
+  // one whole interval to see the new caBundle (its informer lags the write) before any replica
+  // serves a certificate only that bundle verifies.
+  std::string trusted_once;
   std::unique_lock lock(mu_);
   while (!cv_.wait_for(lock, options_.interval, [this] { return stop_; })) {
     lock.unlock();
@@ -297,9 +301,12 @@ void CertManager::run(const std::function<void(const ServingPair&)>& publish, Se
                                   "ms: " + pair.error().message);
     } else if (pair->cert_pem != last.cert_pem) {
       bool last_expired = certificate_not_after(last.cert_pem).value_or(0) <= now();
-      if (pair->bundles_current || last_expired) {
+      if ((pair->bundles_current && trusted_once == pair->cert_pem) || last_expired) {
         publish(*pair);
         last = *pair;
+      } else if (pair->bundles_current) {
+        trusted_once = pair->cert_pem;
+        log(LogLevel::kDebug, "a new certificate is trusted; serving it at the next check");
       } else {
         log(LogLevel::kWarning,
             "not serving the new certificate yet: a webhook configuration does not trust its "

@@ -20,8 +20,9 @@
 //     takes a CA away that another replica's leaf needs): GET, then PUT with its
 //     resourceVersion, re-read on 409. A configuration that does not exist is skipped.
 //  3. The pair to serve is returned with `bundles_current`: whether every configuration that
-//     exists now trusts its CA. The loop started by start() publishes a new leaf only then, so
-//     no replica serves a certificate kube-apiserver does not trust yet.
+//     exists now trusts its CA. The loop started by start() publishes a new leaf only when two
+//     syncs in a row found it so, so no replica serves a certificate before kube-apiserver had an
+//     interval to learn the caBundle that verifies it.
 
 #include <chrono>
 #include <condition_variable>
@@ -77,7 +78,8 @@ class CertManager {
   webhook::Result<ServingPair> sync();
 
   // Syncs every interval on a thread and calls `publish` with a leaf other than the last one
-  // published, once bundles_current (or at once when `last` is expired). `last`: what is served.
+  // published, at the second sync in a row that finds it bundles_current (at once when `last`
+  // has expired). `last`: what is served.
   void start(std::function<void(const ServingPair&)> publish, ServingPair last);
   void stop();
 
