@@ -187,10 +187,11 @@ def run_rotation(api, replicas, review):
 
 def bad_flags(work):
     cases = [
-        (["--cert-mode=auto"], "--cert-mode: expected files or managed"),
+        (["--cert-mode=auto"], "--cert-mode=auto: expected files or managed"),
         (["--cert-mode=managed", "--cert-validity=5s", "--cert-renew-before=5s"],
          "--cert-renew-before must be less than --cert-validity"),
-        (["--cert-mode=managed", "--cert-validity=10s", "--cert-ca-validity=15s"],
+        (["--cert-mode=managed", "--cert-validity=10s", "--cert-renew-before=1s",
+          "--cert-ca-validity=15s"],
          "--cert-ca-validity must be at least twice --cert-validity"),
         (["--cert-mode=managed", "--cert-validity=1s"], "--cert-validity must be at least 2s"),
         (["--cert-mode=managed", "--tls-cert-file=/x.crt"], "--cert-mode=managed makes its own"),
