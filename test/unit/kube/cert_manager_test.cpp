@@ -44,7 +44,8 @@ void seed_configs(FakeApiServer& api) {
 std::vector<std::string> bundles(FakeApiServer& api, const std::string& resource,
                                  const std::string& name) {
   std::vector<std::string> out;
-  for (const json& hook : api.get(resource, "", name).value()["webhooks"]) {
+  const json config = api.get(resource, "", name).value();
+  for (const json& hook : config["webhooks"]) {
     out.push_back(webhook::base64_decode(hook["clientConfig"].value("caBundle", std::string()))
                       .value_or("?"));
   }
