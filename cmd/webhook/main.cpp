@@ -219,6 +219,13 @@ struct ManagedCert {
   std::unique_ptr<kube::ApiClient> api;
   std::unique_ptr<kube::CertManager> manager;
   kube::ServingPair first;
+
+  // Renewals from now on are served by `srv` (which must outlive the manager's thread).
+  void start(server::WebhookServer& srv) {
+    manager->start(
+        [&srv](const kube::ServingPair& p) { srv.publish_certificate(p.cert_pem, p.key_pem); },
+        first);
+  }
 };
 
 webhook::Result<ManagedCert> start_managed_cert(const server::Flags& flags,
@@ -276,6 +283,25 @@ webhook::Result<ManagedCert> start_managed_cert(const server::Flags& flags,
              {{"error", pair.error().message}});
     std::this_thread::sleep_for(std::chrono::seconds(2));
   }
+}
+
+// --cert-mode=managed: the first pair into `config`, and the manager that renews it into
+// `managed`; false (logged) when the process cannot start.
+bool prepare_managed_cert(const server::Flags& flags, const server::Log& log,
+                          server::ServerConfig& config, std::optional<ManagedCert>& managed) {
+  if (flags.cert_mode != server::CertMode::kManaged) {
+    return true;
+  }
+  webhook::Result<ManagedCert> m = start_managed_cert(flags, log);
+  if (!m) {
+    log.error("cannot start: --cert-mode=managed", {{"error", m.error().message}});
+    log.flush();
+    return false;
+  }
+  managed = std::move(*m);
+  config.cert_pem = managed->first.cert_pem;
+  config.key_pem = managed->first.key_pem;
+  return true;
 }
 
 }  // namespace
@@ -369,16 +395,8 @@ int main(int argc, char** argv) {
 
   server::ServerConfig config = server::server_config(*flags);
   std::optional<ManagedCert> managed;
-  if (flags->cert_mode == server::CertMode::kManaged) {
-    webhook::Result<ManagedCert> m = start_managed_cert(*flags, log);
-    if (!m) {
-      log.error("cannot start: --cert-mode=managed", {{"error", m.error().message}});
-      log.flush();
-      return kExitStartup;
-    }
-    managed = std::move(*m);
-    config.cert_pem = managed->first.cert_pem;
-    config.key_pem = managed->first.key_pem;
+  if (!prepare_managed_cert(*flags, log, config, managed)) {
+    return kExitStartup;
   }
   webhook::Result<std::unique_ptr<server::WebhookServer>> srv =
       server::WebhookServer::start(config, handler, log, std::move(extensions));

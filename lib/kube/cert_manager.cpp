@@ -127,10 +127,53 @@ webhook::Result<CertManager::SecretState> CertManager::read_secret() {
   return s;
 }
 
-// Step 1 of sync(): the Secret, read and, when it has to be, written.
-// NOLINTNEXTLINE(readability-function-size)
-webhook::Result<ServingPair> CertManager::settle_secret() {
+// Writes `next` over `state` (PUT with its resourceVersion) or as a new Secret (POST): the pair
+// written, nullopt when another replica wrote first (409), or the error.
+webhook::Result<std::optional<ServingPair>> CertManager::write_secret(const SecretState& state,
+                                                                      const CertDecision& decision,
+                                                                      const ServingSecret& next) {
   const std::string what = "Secret " + options_.ns + "/" + options_.secret;
+  json body = state.exists ? state.object : json::object();
+  body["apiVersion"] = "v1";
+  body["kind"] = "Secret";
+  body["metadata"]["name"] = options_.secret;
+  body["metadata"]["namespace"] = options_.ns;
+  body["metadata"]["labels"]["app.kubernetes.io/managed-by"] = "kuberay-tpu-webhook";
+  if (!state.exists) {
+    body["type"] = "kubernetes.io/tls";
+  }
+  body["data"] = data_json(next);
+  webhook::Result<ApiClient::Reply> r =
+      state.exists ? api_.send("PUT", secret_path_, body.dump(), "application/json",
+                               options_.request_timeout)
+                   : api_.send("POST", "/api/v1/namespaces/" + options_.ns + "/secrets",
+                               body.dump(), "application/json", options_.request_timeout);
+  if (!r) {
+    return r.error();
+  }
+  if (r->status == 409) {
+    // AlreadyExists (another replica created it) or Conflict (another replica replaced it):
+    // theirs won; the caller reads it again and uses it.
+    log(LogLevel::kInfo,
+        what + ": " + reason_of(*r) + "; another replica wrote it first, reading theirs");
+    return std::optional<ServingPair>();
+  }
+  if (r->status != 200 && r->status != 201) {
+    return webhook::Error{
+        webhook::ErrorCode::kUnavailable,
+        std::string(state.exists ? "PUT " : "POST ") + what + ": " + status_message(*r)};
+  }
+  json written = json::parse(r->body, nullptr, false);
+  std::string rv = written.is_object() ? written["metadata"].value("resourceVersion", "") : "";
+  log(LogLevel::kInfo, action_text(decision.action) + " written to " + what + " (resourceVersion " +
+                           rv + "): " + decision.reason + "; the certificate expires at unix " +
+                           std::to_string(certificate_not_after(next.tls_crt).value_or(0)));
+  return std::optional<ServingPair>(
+      ServingPair{next.tls_crt, next.tls_key, next.ca_bundle, rv, false});
+}
+
+// Step 1 of sync(): the Secret, read and, when it has to be, written.
+webhook::Result<ServingPair> CertManager::settle_secret() {
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
     webhook::Result<SecretState> state = read_secret();
     if (!state) {
@@ -150,48 +193,17 @@ webhook::Result<ServingPair> CertManager::settle_secret() {
     if (!next) {
       return next.error();
     }
-    json body = state->exists ? state->object : json::object();
-    body["apiVersion"] = "v1";
-    body["kind"] = "Secret";
-    body["metadata"]["name"] = options_.secret;
-    body["metadata"]["namespace"] = options_.ns;
-    body["metadata"]["labels"]["app.kubernetes.io/managed-by"] = "kuberay-tpu-webhook";
-    if (!state->exists) {
-      body["type"] = "kubernetes.io/tls";
+    webhook::Result<std::optional<ServingPair>> written = write_secret(*state, decision, *next);
+    if (!written) {
+      return written.error();
     }
-    body["data"] = data_json(*next);
-    webhook::Result<ApiClient::Reply> r =
-        state->exists ? api_.send("PUT", secret_path_, body.dump(), "application/json",
-                                  options_.request_timeout)
-                      : api_.send("POST", "/api/v1/namespaces/" + options_.ns + "/secrets",
-                                  body.dump(), "application/json", options_.request_timeout);
-    if (!r) {
-      return r.error();
+    if (*written) {
+      return **written;
     }
-    if (r->status == 200 || r->status == 201) {
-      json written = json::parse(r->body, nullptr, false);
-      std::string rv = written.is_object() ? written["metadata"].value("resourceVersion", "") : "";
-      std::optional<std::int64_t> not_after = certificate_not_after(next->tls_crt);
-      log(LogLevel::kInfo, action_text(decision.action) + " written to " + what +
-                               " (resourceVersion " + rv + "): " + decision.reason +
-                               "; the certificate expires at unix " +
-                               std::to_string(not_after.value_or(0)));
-      return ServingPair{next->tls_crt, next->tls_key, next->ca_bundle, rv, false};
-    }
-    if (r->status == 409) {
-      // AlreadyExists (another replica created it) or Conflict (another replica replaced it):
-      // theirs won; read it again and use it.
-      log(LogLevel::kInfo,
-          what + ": " + reason_of(*r) + "; another replica wrote it first, reading theirs");
-      continue;
-    }
-    return webhook::Error{
-        webhook::ErrorCode::kUnavailable,
-        std::string(state->exists ? "PUT " : "POST ") + what + ": " + status_message(*r)};
   }
-  return webhook::Error{
-      webhook::ErrorCode::kUnavailable,
-      what + ": still conflicting after " + std::to_string(kAttempts) + " attempts"};
+  return webhook::Error{webhook::ErrorCode::kUnavailable,
+                        "Secret " + options_.ns + "/" + options_.secret +
+                            ": still conflicting after " + std::to_string(kAttempts) + " attempts"};
 }
 
 // Step 2 of sync() for one configuration; true when it trusts `bundle` (or does not exist).

@@ -29,6 +29,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -89,9 +90,11 @@ class CertManager {
   struct SecretState;
   webhook::Result<SecretState> read_secret();
   webhook::Result<ServingPair> settle_secret();
+  webhook::Result<std::optional<ServingPair>> write_secret(const SecretState& state,
+                                                           const CertDecision& decision,
+                                                           const ServingSecret& next);
   bool update_bundle(const std::string& collection, const std::string& name,
                      const std::string& bundle);
-  std::string trusted_now();  // the CAs the configurations trust today (PEM)
   std::int64_t now() const;
   void log(LogLevel level, const std::string& line) const;
   void run(const std::function<void(const ServingPair&)>& publish, ServingPair last);

@@ -8,6 +8,7 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
+#include <algorithm>
 #include <ctime>
 #include <memory>
 #include <set>
@@ -236,6 +237,53 @@ std::string join_dns(const std::vector<std::string>& names) {
   return out;
 }
 
+// A certificate and its key.
+struct Signer {
+  X509Ptr cert;
+  KeyPtr key;
+};
+
+webhook::Result<Signer> new_ca(const CertPolicy& policy, std::int64_t now) {
+  webhook::Result<KeyPtr> key = new_key();
+  if (!key) {
+    return key.error();
+  }
+  webhook::Result<X509Ptr> cert = make_certificate(
+      key->get(),
+      {"kuberay-tpu-webhook-ca", now - kBackdateSeconds, now + policy.ca_validity.count()}, nullptr,
+      key->get(),
+      {{NID_basic_constraints, "critical,CA:TRUE,pathlen:0"},
+       {NID_key_usage, "critical,keyCertSign,cRLSign"},
+       {NID_subject_key_identifier, "hash"}});
+  if (!cert) {
+    return cert.error();
+  }
+  return Signer{std::move(*cert), std::move(*key)};
+}
+
+// A serving certificate for policy.dns_names signed by `ca`; it never outlives the CA.
+webhook::Result<Signer> new_leaf(const Signer& ca, const CertPolicy& policy, std::int64_t now) {
+  webhook::Result<KeyPtr> key = new_key();
+  if (!key) {
+    return key.error();
+  }
+  std::int64_t not_after = std::min<std::int64_t>(now + policy.validity.count(),
+                                                  unix_of(X509_get0_notAfter(ca.cert.get())));
+  webhook::Result<X509Ptr> cert =
+      make_certificate(key->get(), {policy.dns_names.front(), now - kBackdateSeconds, not_after},
+                       ca.cert.get(), ca.key.get(),
+                       {{NID_basic_constraints, "critical,CA:FALSE"},
+                        {NID_key_usage, "critical,digitalSignature"},
+                        {NID_ext_key_usage, "serverAuth"},
+                        {NID_subject_alt_name, join_dns(policy.dns_names)},
+                        {NID_subject_key_identifier, "hash"},
+                        {NID_authority_key_identifier, "keyid:always"}});
+  if (!cert) {
+    return cert.error();
+  }
+  return Signer{std::move(*cert), std::move(*key)};
+}
+
 }  // namespace
 
 std::vector<std::string> service_dns_names(std::string_view service, std::string_view ns) {
@@ -264,8 +312,6 @@ CertDecision decide(const std::optional<ServingSecret>& stored, const CertPolicy
   return {CertAction::kKeep, ""};
 }
 
-// Two certificates and keys in one pass; off the request path, so longer than 60 lines.
-// NOLINTNEXTLINE(readability-function-size)
 webhook::Result<ServingSecret> issue(const CertDecision& decision,
                                      const std::optional<ServingSecret>& stored,
                                      std::string_view previous_cas, const CertPolicy& policy,
@@ -277,60 +323,32 @@ webhook::Result<ServingSecret> issue(const CertDecision& decision,
     return webhook::invalid_argument("no DNS name to issue the serving certificate for");
   }
   ServingSecret out;
-  X509Ptr ca;
-  KeyPtr ca_key;
+  Signer ca;
   std::string keep_trusting(previous_cas);
   if (decision.action == CertAction::kNewLeaf && stored) {
-    ca = parse_cert(stored->ca_crt);
-    ca_key = parse_key(stored->ca_key);
+    ca = {parse_cert(stored->ca_crt), parse_key(stored->ca_key)};
     out.ca_crt = stored->ca_crt;
     out.ca_key = stored->ca_key;
     keep_trusting = stored->ca_bundle + keep_trusting;
   }
-  if (!ca || !ca_key) {
-    webhook::Result<KeyPtr> k = new_key();
-    if (!k) {
-      return k.error();
+  if (!ca.cert || !ca.key) {
+    webhook::Result<Signer> made = new_ca(policy, now);
+    if (!made) {
+      return made.error();
     }
-    ca_key = std::move(*k);
-    webhook::Result<X509Ptr> c = make_certificate(
-        ca_key.get(),
-        {"kuberay-tpu-webhook-ca", now - kBackdateSeconds, now + policy.ca_validity.count()},
-        nullptr, ca_key.get(),
-        {{NID_basic_constraints, "critical,CA:TRUE,pathlen:0"},
-         {NID_key_usage, "critical,keyCertSign,cRLSign"},
-         {NID_subject_key_identifier, "hash"}});
-    if (!c) {
-      return c.error();
-    }
-    ca = std::move(*c);
-    out.ca_crt = pem_of(ca.get());
-    out.ca_key = pem_of(ca_key.get());
+    ca = std::move(*made);
+    out.ca_crt = pem_of(ca.cert.get());
+    out.ca_key = pem_of(ca.key.get());
     if (stored) {
       keep_trusting = stored->ca_crt + keep_trusting;
     }
   }
-  webhook::Result<KeyPtr> key = new_key();
-  if (!key) {
-    return key.error();
-  }
-  // A leaf never outlives the CA that signed it.
-  std::int64_t not_after =
-      std::min<std::int64_t>(now + policy.validity.count(), unix_of(X509_get0_notAfter(ca.get())));
-  webhook::Result<X509Ptr> leaf =
-      make_certificate(key->get(), {policy.dns_names.front(), now - kBackdateSeconds, not_after},
-                       ca.get(), ca_key.get(),
-                       {{NID_basic_constraints, "critical,CA:FALSE"},
-                        {NID_key_usage, "critical,digitalSignature"},
-                        {NID_ext_key_usage, "serverAuth"},
-                        {NID_subject_alt_name, join_dns(policy.dns_names)},
-                        {NID_subject_key_identifier, "hash"},
-                        {NID_authority_key_identifier, "keyid:always"}});
+  webhook::Result<Signer> leaf = new_leaf(ca, policy, now);
   if (!leaf) {
     return leaf.error();
   }
-  out.tls_crt = pem_of(leaf->get());
-  out.tls_key = pem_of(key->get());
+  out.tls_crt = pem_of(leaf->cert.get());
+  out.tls_key = pem_of(leaf->key.get());
   out.ca_bundle = merge_bundle(out.ca_crt, keep_trusting, now);
   return out;
 }
