@@ -126,7 +126,8 @@ TEST_CASE("CertManager: two replicas creating at once agree on one Secret (409 A
   CHECK(api.write_stats("secrets").already_exists == 1);
 }
 
-TEST_CASE("CertManager: renewal replaces the Secret once; a replica that loses re-reads theirs") {
+TEST_CASE(
+    "CertManager: renewal replaces the Secret once, and a replica that loses re-reads theirs") {
   FakeApiServer api({});
   seed_configs(api);
   std::atomic<std::int64_t> clock{kT0};
