@@ -251,3 +251,15 @@ TEST_CASE("merge_bundle and bundle_contains: sets of certificates, expired ones 
   CHECK(kube::certificate_not_after(a.tls_crt) == kT0 + 1000);
   CHECK_FALSE(kube::certificate_not_after("junk").has_value());
 }
+
+TEST_CASE("issue: CAs trusted today stay in the new bundle while unexpired") {
+  ServingSecret elsewhere = fresh(policy(), kT0 - 2500);  // its CA expires at kT0 + 500
+  ServingSecret s =
+      kube::issue({CertAction::kNewCaAndLeaf, "t"}, std::nullopt, elsewhere.ca_crt, policy(), kT0)
+          .value();
+  CHECK(s.ca_bundle == s.ca_crt + elsewhere.ca_crt);
+  ServingSecret later = kube::issue({CertAction::kNewCaAndLeaf, "t"}, std::nullopt,
+                                    elsewhere.ca_crt, policy(), kT0 + 501)
+                            .value();
+  CHECK(later.ca_bundle == later.ca_crt);
+}
