@@ -406,12 +406,7 @@ int main(int argc, char** argv) {
     return kExitStartup;
   }
   if (managed) {
-    server::WebhookServer* served = srv->get();
-    managed->manager->start(
-        [served](const kube::ServingPair& p) {
-          served->publish_certificate(p.cert_pem, p.key_pem);
-        },
-        managed->first);
+    managed->start(**srv);
   }
   bool drained = false;
   {
