@@ -10,11 +10,14 @@
 #include <cstdint>
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "admission/handler.h"
+#include "kube/api_client.h"
+#include "kube/cert_manager.h"
 #include "kube/config.h"
 #include "kube/live_cluster.h"
 #include "kube/slot_allocators.h"
@@ -165,7 +168,9 @@ class SignalWatcher {
             "signal received",
             {{"signal", name}, {"action", "re-read the certificate files"}, {"sender_pid", pid}});
         if (!srv.reload_certificates()) {
-          log.info("nothing to re-read: the certificate came from --server-cert/--server-key");
+          log.info(
+              "nothing to re-read: the certificate came from --server-cert/--server-key or "
+              "--cert-mode=managed");
         }
         continue;
       }
@@ -186,6 +191,118 @@ class SignalWatcher {
   std::atomic<bool> done_{false};
   std::thread thread_;
 };
+
+// lib/kube's log lines, written to the process's logger.
+kube::Logger kube_logger(const server::Log& log, const char* what) {
+  return [&log, what](kube::LogLevel level, const std::string& line) {
+    switch (level) {
+      case kube::LogLevel::kDebug:
+        log.debug(1, what, {{"event", line}});
+        break;
+      case kube::LogLevel::kInfo:
+        log.info(what, {{"event", line}});
+        break;
+      case kube::LogLevel::kWarning:
+        log.warn(what, {{"event", line}});
+        break;
+      case kube::LogLevel::kError:
+        log.error(what, {{"event", line}});
+        break;
+    }
+  };
+}
+
+// --cert-mode=managed: the API client and manager of the serving certificate, and the first
+// pair to serve, read or written before the HTTPS port opens (retried for a minute, as the
+// Secret or the RBAC that grants it may still be on its way).
+struct ManagedCert {
+  std::unique_ptr<kube::ApiClient> api;
+  std::unique_ptr<kube::CertManager> manager;
+  kube::ServingPair first;
+
+  // Renewals from now on are served by `srv` (which must outlive the manager's thread).
+  void start(server::WebhookServer& srv) {
+    manager->start(
+        [&srv](const kube::ServingPair& p) { srv.publish_certificate(p.cert_pem, p.key_pem); },
+        first);
+  }
+};
+
+webhook::Result<ManagedCert> start_managed_cert(const server::Flags& flags,
+                                                const server::Log& log) {
+  webhook::Result<kube::ClusterConfig> api = kube::load_config(flags.kube_config_path);
+  if (!api) {
+    return api.error();
+  }
+  webhook::Result<kube::NamespaceSource> ns =
+      kube::webhook_namespace(kube::process_env(), kube::kServiceAccountDir, flags.namespace_name);
+  if (!ns) {
+    return ns.error();
+  }
+  ManagedCert m;
+  webhook::Result<std::unique_ptr<kube::ApiClient>> client = kube::ApiClient::create(*api);
+  if (!client) {
+    return client.error();
+  }
+  m.api = std::move(*client);
+  kube::CertManagerOptions o;
+  o.ns = ns->ns;
+  o.secret = flags.cert_secret_name;
+  o.service = flags.cert_service_name;
+  o.mutating_configs.clear();
+  o.validating_configs.clear();
+  if (!flags.mutating_config_name.empty()) {
+    o.mutating_configs.push_back(flags.mutating_config_name);
+  }
+  if (!flags.validating_config_name.empty()) {
+    o.validating_configs.push_back(flags.validating_config_name);
+  }
+  auto seconds = [](std::chrono::milliseconds d) {
+    return std::chrono::duration_cast<std::chrono::seconds>(d);
+  };
+  o.policy.validity = seconds(flags.cert_validity);
+  o.policy.ca_validity = seconds(flags.cert_ca_validity);
+  o.policy.renew_before = seconds(flags.cert_renew_before);
+  o.interval = kube::cert_check_interval(o.policy.renew_before);
+  o.log = kube_logger(log, "certificate");
+  log.info("managed certificate", {{"secret", ns->ns + "/" + flags.cert_secret_name},
+                                   {"namespace_from", ns->origin},
+                                   {"check_interval_ms", o.interval.count()}});
+  m.manager = std::make_unique<kube::CertManager>(*m.api, std::move(o));
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+  while (true) {
+    webhook::Result<kube::ServingPair> pair = m.manager->sync();
+    if (pair) {
+      m.first = std::move(*pair);
+      return m;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      return pair.error();
+    }
+    log.warn("managed certificate: cannot sync yet, retrying in 2s",
+             {{"error", pair.error().message}});
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+  }
+}
+
+// --cert-mode=managed: the first pair into `config`, and the manager that renews it into
+// `managed`; false (logged) when the process cannot start.
+bool prepare_managed_cert(const server::Flags& flags, const server::Log& log,
+                          server::ServerConfig& config, std::optional<ManagedCert>& managed) {
+  if (flags.cert_mode != server::CertMode::kManaged) {
+    return true;
+  }
+  webhook::Result<ManagedCert> m = start_managed_cert(flags, log);
+  if (!m) {
+    log.error("cannot start: --cert-mode=managed", {{"error", m.error().message}});
+    log.flush();
+    return false;
+  }
+  managed = std::move(*m);
+  config.cert_pem = managed->first.cert_pem;
+  config.key_pem = managed->first.key_pem;
+  return true;
+}
 
 }  // namespace
 
@@ -242,22 +359,7 @@ int main(int argc, char** argv) {
       log.info("slot claims", {{"namespace", ns->ns},
                                {"namespace_from", ns->origin},
                                {"replica", options.claims.holder}});
-      options.log = [&log](kube::LogLevel level, const std::string& line) {
-        switch (level) {
-          case kube::LogLevel::kDebug:
-            log.debug(1, "kube", {{"event", line}});
-            break;
-          case kube::LogLevel::kInfo:
-            log.info("kube", {{"event", line}});
-            break;
-          case kube::LogLevel::kWarning:
-            log.warn("kube", {{"event", line}});
-            break;
-          case kube::LogLevel::kError:
-            log.error("kube", {{"event", line}});
-            break;
-        }
-      };
+      options.log = kube_logger(log, "kube");
       webhook::Result<std::unique_ptr<kube::LiveCluster>> created =
           kube::LiveCluster::create(*api, std::move(options));
       if (!created) {
@@ -291,17 +393,28 @@ int main(int argc, char** argv) {
     live->start();
   }
 
-  webhook::Result<std::unique_ptr<server::WebhookServer>> srv = server::WebhookServer::start(
-      server::server_config(*flags), handler, log, std::move(extensions));
+  server::ServerConfig config = server::server_config(*flags);
+  std::optional<ManagedCert> managed;
+  if (!prepare_managed_cert(*flags, log, config, managed)) {
+    return kExitStartup;
+  }
+  webhook::Result<std::unique_ptr<server::WebhookServer>> srv =
+      server::WebhookServer::start(config, handler, log, std::move(extensions));
   if (!srv) {
     log.error("cannot start", {{"error", srv.error().message}});
     log.flush();
     return kExitStartup;
   }
+  if (managed) {
+    managed->start(**srv);
+  }
   bool drained = false;
   {
     SignalWatcher signals(**srv, log, server::drain_delay(flags->shutdown_timeout));
     drained = (*srv)->wait();
+  }
+  if (drained && managed) {
+    managed->manager->stop();
   }
   if (drained && live) {
     live->stop();

@@ -206,6 +206,62 @@ void add_serving_flags(FlagTable<Flags>& t) {
       .add(memory_flag());
 }
 
+void add_cert_flags(FlagTable<Flags>& t) {
+  constexpr auto kMaxLifetime = std::chrono::hours(24 * 365 * 100);
+  t.section("Managed certificate")
+      .add(choice_flag<CertMode>(
+          "cert-mode", "files|managed", &Flags::cert_mode,
+          {{"files", CertMode::kFiles}, {"managed", CertMode::kManaged}},
+          "expected files or managed",
+          "files: serve --tls-cert-file (or --server-cert); managed: keep a CA and a serving "
+          "certificate in Secret --cert-secret-name of the webhook's namespace, rotate them and "
+          "patch the webhook configurations' caBundle; needs API access (default files)"))
+      .add(string_flag("cert-secret-name", "NAME", &Flags::cert_secret_name,
+                       "managed: the Secret (default kuberay-tpu-webhook-certs)"))
+      .add(string_flag("cert-service-name", "NAME", &Flags::cert_service_name,
+                       "managed: the Service the certificate names as "
+                       "NAME.<namespace>.svc[.cluster.local] (default kuberay-tpu-webhook)"))
+      .add(string_flag("mutating-webhook-config-name", "NAME", &Flags::mutating_config_name,
+                       "managed: the MutatingWebhookConfiguration whose caBundle it fills, \"\" "
+                       "for none (default kuberay-tpu-mutating-webhook-cfg)"))
+      .add(string_flag("validating-webhook-config-name", "NAME", &Flags::validating_config_name,
+                       "managed: the ValidatingWebhookConfiguration, \"\" for none "
+                       "(default kuberay-tpu-validating-webhook-cfg)"))
+      .add(duration_flag("cert-validity", &Flags::cert_validity, kMaxLifetime,
+                         "managed: lifetime of a serving certificate (default 8760h)"))
+      .add(duration_flag("cert-ca-validity", &Flags::cert_ca_validity, kMaxLifetime,
+                         "managed: lifetime of the CA, at least twice --cert-validity "
+                         "(default 87600h)"))
+      .add(duration_flag("cert-renew-before", &Flags::cert_renew_before, kMaxLifetime,
+                         "managed: renew this long before expiry, less than --cert-validity "
+                         "(default 720h)"));
+}
+
+// The managed-certificate flags agree with each other and with the serving ones.
+webhook::Status check_cert_flags(const Flags& flags, bool files_given) {
+  if (flags.cert_mode != CertMode::kManaged) {
+    return {};
+  }
+  if (!flags.server_cert_pem.empty() || files_given) {
+    return invalid_argument(
+        "--cert-mode=managed makes its own certificate: drop --server-cert/--server-key and "
+        "--tls-cert-file/--tls-private-key-file, or use --cert-mode=files");
+  }
+  if (flags.cert_secret_name.empty() || flags.cert_service_name.empty()) {
+    return invalid_argument("--cert-secret-name and --cert-service-name must not be empty");
+  }
+  if (flags.cert_validity < 2s) {
+    return invalid_argument("--cert-validity must be at least 2s");
+  }
+  if (flags.cert_renew_before >= flags.cert_validity) {
+    return invalid_argument("--cert-renew-before must be less than --cert-validity");
+  }
+  if (flags.cert_ca_validity < 2 * flags.cert_validity) {
+    return invalid_argument("--cert-ca-validity must be at least twice --cert-validity");
+  }
+  return {};
+}
+
 void add_placement_flags(FlagTable<Flags>& t) {
   t.section("Placement")
       .add(admission::legacy_indexing_flags(), &Flags::legacy_indexing)
@@ -244,6 +300,7 @@ const FlagTable<Flags>& table() {
   static const FlagTable<Flags> kFlags = [] {
     FlagTable<Flags> t;
     add_serving_flags(t);
+    add_cert_flags(t);
     add_placement_flags(t);
     add_logging_flags(t);
     t.section("")
@@ -401,6 +458,9 @@ webhook::Result<Flags> parse_flags(const std::vector<std::string>& args) {
   }
   if (flags.tls_cert_file.empty() || flags.tls_key_file.empty()) {
     return invalid_argument("--tls-cert-file and --tls-private-key-file must not be empty");
+  }
+  if (webhook::Status st = check_cert_flags(flags, cert_files_given); !st) {
+    return st.error();
   }
   return flags;
 }

@@ -24,6 +24,9 @@ namespace server {
 
 using LegacyIndexing = admission::LegacyIndexing;
 enum class LogFormat { kText, kJson };
+// Where the serving certificate comes from: files (or --server-cert), or a Secret the webhook
+// keeps itself, with its webhook configurations' caBundle (kube/cert_manager.h).
+enum class CertMode { kFiles, kManaged };
 
 // A listen address such as ":9443", "127.0.0.1:0" or "[::1]:8081". An empty host means every
 // interface; port 0 asks the kernel for a free port.
@@ -44,6 +47,16 @@ struct Flags {
   std::string server_cert_pem;
   std::string server_key_pem;
   std::string kube_config_path;
+  // --cert-mode=managed: the Secret, the Service its certificate names, the configurations whose
+  // caBundle trusts it ("" skips one), and the lifetimes.
+  CertMode cert_mode = CertMode::kFiles;
+  std::string cert_secret_name = "kuberay-tpu-webhook-certs";
+  std::string cert_service_name = "kuberay-tpu-webhook";
+  std::string mutating_config_name = "kuberay-tpu-mutating-webhook-cfg";
+  std::string validating_config_name = "kuberay-tpu-validating-webhook-cfg";
+  std::chrono::milliseconds cert_validity{std::chrono::hours(24 * 365)};
+  std::chrono::milliseconds cert_ca_validity{std::chrono::hours(24 * 3650)};
+  std::chrono::milliseconds cert_renew_before{std::chrono::hours(24 * 30)};
   LegacyIndexing legacy_indexing = LegacyIndexing::kAuto;
   std::chrono::milliseconds reservation_ttl{10'000};
   // Budget for writing one slot claim (retries included); well inside the webhook's 5 s
@@ -71,7 +84,10 @@ struct Flags {
 // Parses argv without the program name. --help and --version stop parsing and set their field.
 // InvalidArgument (one line) for an unknown flag, a missing or malformed value, a value out of
 // range, a positional argument, --server-cert without --server-key (or the reverse), or the
-// base64 flags together with --tls-cert-file/--tls-private-key-file.
+// base64 flags together with --tls-cert-file/--tls-private-key-file, or with --cert-mode=managed;
+// in managed mode an empty --cert-secret-name or --cert-service-name, a --cert-validity under 2s,
+// a --cert-renew-before not under --cert-validity, a --cert-ca-validity under twice
+// --cert-validity.
 webhook::Result<Flags> parse_flags(const std::vector<std::string>& args);
 
 // Parses a Go duration such as "15s", "1m30s", "250ms" or "1.5h" (units ns, us, µs, ms, s, m,

@@ -275,6 +275,21 @@ void WebhookServer::on_reload(bool ok, const std::string& detail,
                                      {"certificate_not_after", iso_time(id->not_after())}});
 }
 
+bool WebhookServer::publish_certificate(const std::string& cert_pem, const std::string& key_pem) {
+  std::shared_ptr<const Identity> current = identities_->current();
+  if (current && current->same_source(cert_pem, key_pem)) {
+    return true;
+  }
+  webhook::Result<std::shared_ptr<const Identity>> next = load_identity(cert_pem, key_pem);
+  if (!next) {
+    on_reload(false, "managed certificate: " + next.error().message, nullptr);
+    return false;
+  }
+  identities_->publish(*next);
+  on_reload(true, "", *next);
+  return true;
+}
+
 bool WebhookServer::reload_certificates() {
   if (!watcher_) {
     return false;

@@ -95,6 +95,12 @@ class WebhookServer {
   // False when serving --server-cert (no files to re-read).
   bool reload_certificates();
 
+  // Serves this pair from the next handshake on (--cert-mode=managed, kube/cert_manager.h):
+  // logged and counted as a reload, with the certificate-expiry gauge updated; connections
+  // already open keep theirs. A pair that does not load is logged as a failed reload and the
+  // previous one stays. Thread-safe.
+  bool publish_certificate(const std::string& cert_pem, const std::string& key_pem);
+
   // Why /readyz fails, "" when ready.
   std::string not_ready_reason() const;
 

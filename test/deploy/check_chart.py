@@ -22,14 +22,15 @@ values.schema.json applied with gojsonschema. What this test proves, and how:
      are rendered from 1.30 on).
   4. Together the variants take every branch of every if/with/range, including those of the
      defines in _helpers.tpl: helmrender counts each branch it takes.
-  5. The default values render exactly the kustomize base (`kubectl kustomize deploy/manifests`):
+  5. The certManager values (defaults otherwise) render exactly the kustomize base (`kubectl kustomize deploy/manifests`):
      same kinds, names, namespaces, paths, ports, selectors and specs, apart from the labels
      only Helm adds and the image reference.
   6. Every variant that renders, whatever its legacyIndexing value or cert mode, gives the
      validating webhook the kustomize base's rules: rayclusters, rayjobs and rayservices at
      CREATE and UPDATE; and the variants render every legacyIndexing value and cert mode.
-  7. In selfSigned mode the generated certificate is signed by the CA in the caBundle and names
-     the webhook Service (openssl).
+  7. Nothing is generated or looked up at render time: the defaults render twice to the same
+     text (managed certificates, the default, leave the caBundle to the webhook), and the
+     deprecated selfSigned mode renders exactly what managed renders.
   8. Every object of every variant is valid against the Kubernetes API schemas (k8s_schema.py).
 deploy.chart_schema checks values.schema.json itself; deploy.chart_helm renders the same
 variants with a real helm, when one is installed, and compares the two.
@@ -57,11 +58,6 @@ import k8s_schema
 
 SKIP = 77
 CHART = os.path.join("deploy", "helm", "kuberay-tpu-webhook")
-EXISTING = {"ca.crt": "RVhJU1RJTkctQ0E=", "tls.crt": "RVhJU1RJTkctQ1JU", "tls.key": "RVhJU1RJTkctS0VZ"}
-# The Secret an upgrade finds in the cluster (what `lookup` returns for it).
-EXISTING_SECRET = [{"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
-                    "metadata": {"name": dc.SECRET, "namespace": dc.NAMESPACE},
-                    "data": dict(EXISTING)}]
 
 
 class Variant(NamedTuple):
@@ -162,49 +158,29 @@ def expect_default_install(objs, idx, r):
             f"validating {v['failurePolicy']}/{v['timeoutSeconds']}, want Ignore/5")
 
 
-def expect_self_signed(existing, namespace=dc.NAMESPACE):
+def expect_managed(validity, ca_validity, renew_before):
+    """managed: the lifetimes reach the binary's flags; no Secret, no caBundle, no file flags."""
     def check(objs, idx, r):
-        data = idx[("Secret", dc.SECRET)]["data"]
-        if existing:
-            r.check(data == EXISTING, "upgrade did not keep the Secret already in the cluster")
-        else:
-            r.check(data != EXISTING, "install reused a Secret no cluster has")
-            check_certificate(objs, r, namespace)
+        f = flags(idx)
+        got = (f.get("cert-validity"), f.get("cert-ca-validity"), f.get("cert-renew-before"))
+        r.check(got == (validity, ca_validity, renew_before),
+                f"managed lifetimes {got}, want {(validity, ca_validity, renew_before)}")
+        for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+            for o in objs:
+                if o["kind"] == kind:
+                    r.check(all("caBundle" not in h["clientConfig"] for h in o["webhooks"]),
+                            f"{kind}: caBundle rendered in managed mode")
     return check
 
 
-def openssl(*args):
-    return subprocess.run(["openssl", *args], capture_output=True, text=True, timeout=30)
+def same_render(other):
+    """A variant that must render exactly the objects of variant `other` (filled in by main)."""
+    def check(objs, idx, r):
+        SAME_AS.append((other, objs))
+    return check
 
 
-def check_certificate(objs, r, namespace=dc.NAMESPACE):
-    """selfSigned: the Secret's certificate is signed by caBundle's CA, names the webhook
-    Service in `namespace`, and goes with the Secret's key; both webhook configurations trust
-    that CA."""
-    secret = next((o for o in objs if o["kind"] == "Secret"), None)
-    if not r.check(secret is not None, "selfSigned: no Secret"):
-        return
-    if not r.check(shutil.which("openssl") is not None,
-                   "openssl not found (scripts/setup.sh installs it)"):
-        return
-    with tempfile.TemporaryDirectory() as tmp:
-        paths = {}
-        for key in ("ca.crt", "tls.crt", "tls.key"):
-            paths[key] = os.path.join(tmp, key)
-            with open(paths[key], "wb") as f:
-                f.write(base64.b64decode(secret["data"][key]))
-        v = openssl("verify", "-CAfile", paths["ca.crt"], paths["tls.crt"])
-        r.check(v.returncode == 0, f"selfSigned: certificate not signed by the CA: {v.stdout}{v.stderr}")
-        t = openssl("x509", "-in", paths["tls.crt"], "-noout", "-text")
-        r.check(f"DNS:{dc.NAME}.{namespace}.svc," in t.stdout,
-                f"selfSigned: certificate does not name the webhook Service in {namespace}")
-        cert_key = openssl("x509", "-in", paths["tls.crt"], "-noout", "-pubkey").stdout
-        key_key = openssl("pkey", "-in", paths["tls.key"], "-pubout").stdout
-        r.check(cert_key and cert_key == key_key, "selfSigned: tls.key does not go with tls.crt")
-    for cfg in objs:
-        for h in cfg.get("webhooks", []):
-            r.check(h["clientConfig"].get("caBundle") == secret["data"]["ca.crt"],
-                    f"{cfg['metadata']['name']}: caBundle is not the Secret's CA")
+SAME_AS = []
 
 
 def expect_everything(objs, idx, r):
@@ -302,7 +278,7 @@ EVERYTHING = tw(
              "mutating": {"failurePolicy": "Ignore", "timeoutSeconds": 10,
                           "reinvocationPolicy": "IfNeeded"},
              "validating": {"failurePolicy": "Fail", "timeoutSeconds": 7}},
-    cert={"duration": "720h", "renewBefore": "240h"},
+    cert={"mode": "certManager", "duration": "720h", "renewBefore": "240h"},
     podDisruptionBudget={"enabled": False},
     metrics={"service": {"port": 9100},
              "serviceMonitor": {"enabled": True, "interval": "15s", "scrapeTimeout": "5s",
@@ -440,9 +416,9 @@ NAMESPACE_VARIANTS = [
     V("a values file naming the namespace wins over the release namespace",
       tw(namespace={"name": "ray-system", "create": True}), None, {"namespace_created": True},
       None, release_ns="default"),
-    V("selfSigned in the release namespace", tw(cert={"mode": "selfSigned"}), None,
-      {"cert_mode": "selfSigned", "namespace": OTHER_NS}, expect_self_signed(False, OTHER_NS),
-      release_ns=OTHER_NS),
+    V("certManager in the release namespace: the Certificate and the CA injection follow it",
+      tw(cert={"mode": "certManager"}), None, {"cert_mode": "certManager", "namespace": OTHER_NS},
+      expect_only_namespace(OTHER_NS), release_ns=OTHER_NS),
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -524,10 +500,15 @@ PRIORITY_VARIANTS = [
 
 VARIANTS = [
     V("defaults", {}, None, {}, expect_default_install),
-    V("selfSigned", tw(cert={"mode": "selfSigned"}), None, {"cert_mode": "selfSigned"},
-      expect_self_signed(False)),
-    V("selfSigned upgrade keeps the Secret", tw(cert={"mode": "selfSigned"}), EXISTING_SECRET,
-      {"cert_mode": "selfSigned", "ca_bundle": EXISTING["ca.crt"]}, expect_self_signed(True)),
+    V("defaults, rendered again: the same objects", {}, None, {}, same_render("defaults")),
+    V("certManager, the kustomize base's mode", tw(cert={"mode": "certManager"}), None,
+      {"cert_mode": "certManager"}, None),
+    V("managed lifetimes", tw(cert={"managed": {"validity": "720h", "caValidity": "8760h",
+                                                "renewBefore": "240h"}}), None,
+      {"cert_mode": "managed"}, expect_managed("720h", "8760h", "240h")),
+    V("selfSigned, deprecated: renders managed", tw(cert={"mode": "selfSigned",
+                                                          "selfSigned": {"validityDays": 30}}),
+      None, {"cert_mode": "managed"}, same_render("defaults")),
     V("existingSecret", tw(cert={"mode": "existingSecret",
                                  "existingSecret": {"name": "my-tls", "caBundle": "Q0E="}}), None,
       {"cert_mode": "existingSecret", "ca_bundle": "Q0E=", "secret_name": "my-tls"}, None),
@@ -538,7 +519,7 @@ VARIANTS = [
                                               "existingSecret": {"caBundle": "Q0E="}}), None,
       None, "existingSecret.name"),
     V("unknown cert mode, schema skipped: the template refuses it too", tw(cert={"mode": "vault"}),
-      None, None, "tpuWebhook.cert.mode must be certManager, selfSigned or existingSecret",
+      None, None, "tpuWebhook.cert.mode must be managed, certManager or existingSecret",
       skip_schema=True),
     V("legacy off keeps 2 replicas and drops the Lease Role", tw(legacyIndexing="off"), None,
       {"expect_defaults": False, "replicas": 2}, expect_legacy("off", 2)),
@@ -556,7 +537,8 @@ VARIANTS = [
       tw(legacyIndexing="sometimes"), None, None,
       'tpuWebhook.legacyIndexing must be "on", "off" or "auto", not "sometimes"', skip_schema=True),
     V("every optional value set", EVERYTHING, None,
-      {"expect_defaults": False, "namespace_created": False}, expect_everything),
+      {"expect_defaults": False, "namespace_created": False, "cert_mode": "certManager"},
+      expect_everything),
     V("metrics Service only, namespace labels, security contexts",
       tw(namespace={"create": True,
                     "labels": {"pod-security.kubernetes.io/enforce": "restricted"}},
@@ -801,7 +783,8 @@ def compare_with_kustomize(chart_objs, kobjs, r):
 
 
 LEGACY_MODES = {"auto", "on", "off"}
-CERT_MODES = {"certManager", "selfSigned", "existingSecret"}
+KUSTOMIZE_VARIANT = "certManager, the kustomize base's mode"
+CERT_MODES = {"managed", "certManager", "existingSecret"}
 
 
 def check_validating_everywhere(rendered, kobjs, r, renderer="chart"):
@@ -823,7 +806,7 @@ def check_validating_everywhere(rendered, kobjs, r, renderer="chart"):
         conts = (deps[0] if deps else {}).get("spec", {}).get("template", {}).get("spec", {}) \
             .get("containers") or [{}]
         legacy_seen.add(dc.parse_args(conts[0].get("args", [])).get("legacy-indexing", "auto"))
-        modes_seen.add(expect.get("cert_mode", "certManager"))
+        modes_seen.add(expect.get("cert_mode", "managed"))
     r.check(LEGACY_MODES <= legacy_seen,
             f"{renderer}: no variant renders legacyIndexing {sorted(LEGACY_MODES - legacy_seen)}, "
             "so its validating rules go unchecked")
@@ -874,18 +857,25 @@ def main():
             rendered.append((v.name, objs, v.expect))
     cov.check(values, r)
 
-    # The default values render exactly the kustomize base, and every variant validates what it
-    # validates.
+    # Renders that must be identical: the defaults twice (nothing generated or looked up at
+    # render time), selfSigned and managed.
+    by_name = {name: objs for name, objs, _ in rendered}
+    for other, objs in SAME_AS:
+        r.check(objs == by_name.get(other), f"a render differs from variant {other!r}: "
+                                            "the chart must render the same objects every time")
+    r.check(len(SAME_AS) >= 2, "the same-render checks did not run")
+
+    # The certManager values render exactly the kustomize base (which uses cert-manager), and
+    # every variant validates what it validates.
     kobjs = kustomize_objects(args.root, args.kubectl, r)
-    default_objs = next((objs for name, objs, _ in rendered if name == "defaults"), None)
+    base_objs = by_name.get(KUSTOMIZE_VARIANT)
     # The kustomize base creates the Namespace, which the chart creates only when asked.
-    ns_objs = next((objs for name, objs, _ in rendered
-                    if name == "namespace.create in the release namespace ray-system"), [])
-    ns_obj = [o for o in ns_objs if o["kind"] == "Namespace"]
-    if r.check(default_objs is not None and len(ns_obj) == 1,
-               "the defaults variant, or its Namespace with namespace.create, did not render") \
-            and kobjs:
-        compare_with_kustomize(default_objs + ns_obj, kobjs, r)
+    ns_obj = [o for o in by_name.get("namespace.create in the release namespace ray-system", [])
+              if o["kind"] == "Namespace"]
+    if r.check(base_objs is not None and len(ns_obj) == 1,
+               f"the {KUSTOMIZE_VARIANT!r} variant, or the Namespace namespace.create renders, "
+               "did not render") and kobjs:
+        compare_with_kustomize(base_objs + ns_obj, kobjs, r)
     check_validating_everywhere(rendered, kobjs, r)
     api_checked = check_api_schemas(rendered, args.node, r)
     status = r.finish("chart structure")

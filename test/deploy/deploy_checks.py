@@ -40,6 +40,8 @@ BINARY_FLAGS = {
     "tpu-process-port-base", "megascale-port-base", "device-plugin-port", "max-body-bytes",
     "read-timeout", "shutdown-timeout", "threads", "max-connections", "max-header-bytes",
     "idle-timeout", "memory-limit", "log-format", "v",
+    "cert-mode", "cert-secret-name", "cert-service-name", "mutating-webhook-config-name",
+    "validating-webhook-config-name", "cert-validity", "cert-ca-validity", "cert-renew-before",
 }
 # The Go webhook's object names, kept so that ours replaces it in place.
 NAMESPACE = "ray-system"
@@ -72,6 +74,15 @@ MEMORY_ENV = "WEBHOOK_MEMORY_LIMIT"
 MEMORY_ARG = f"$({MEMORY_ENV})"
 # The smallest --memory-limit the binary accepts (32Mi).
 MIN_MEMORY_LIMIT = 32 << 20
+# Managed certificates (--cert-mode=managed): a Role for the one Secret (get and update by name;
+# create cannot be limited by name) and a ClusterRole for the two webhook configurations, by name.
+CERT_ROLE = "kuberay-tpu-webhook-certs"
+CERT_ROLE_RBAC = {("", "secrets", "get", SECRET), ("", "secrets", "update", SECRET),
+                  ("", "secrets", "create", None)}
+CERT_CLUSTER_RBAC = {("admissionregistration.k8s.io", res, v, name)
+                     for res, name in (("mutatingwebhookconfigurations", MUTATING),
+                                       ("validatingwebhookconfigurations", VALIDATING))
+                     for v in ("get", "update", "patch")}
 ROLLING_UPDATE = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
 
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding",
@@ -208,12 +219,12 @@ def excluded_namespaces(ns_selector):
     return out
 
 
-def check_install(objs, r, cert_mode="certManager", expect_defaults=True, namespace_created=True,
+def check_install(objs, r, cert_mode="managed", expect_defaults=True, namespace_created=True,
                   ca_bundle=None, secret_name=SECRET, replicas=None, helm=False,
                   network_policy=None, elsewhere=None, namespace=NAMESPACE, tpu_pods_only=True):
     """Checks one rendered install. expect_defaults: also pin the shipped defaults (2 replicas,
     --legacy-indexing=auto, PodDisruptionBudget, mutating Fail, validating Ignore, 5 s, no
-    NetworkPolicy unless network_policy says otherwise); cert_mode: certManager | selfSigned | existingSecret; replicas: the
+    NetworkPolicy unless network_policy says otherwise); cert_mode: managed | certManager | existingSecret; replicas: the
     Deployment's replicas (2 when expect_defaults, unchecked otherwise); helm: the chart's own
     additions (the created Namespace's helm.sh/resource-policy: keep); network_policy: None when
     no NetworkPolicy may be rendered, else the sources it must allow, as
@@ -262,7 +273,11 @@ def check_install(objs, r, cert_mode="certManager", expect_defaults=True, namesp
     r.check(legacy in ("on", "off", "auto"), f"--legacy-indexing={legacy}")
     if expect_defaults:
         r.check(legacy == "auto", f"default --legacy-indexing={legacy}, want auto")
+    managed = cert_mode == "managed"
+    r.check((flags.get("cert-mode", "files") == "managed") == managed,
+            f"--cert-mode={flags.get('cert-mode')} in {cert_mode} mode")
     want_roles = [("ClusterRole", CLUSTER_ROLE)] + ([("Role", LEASE_ROLE)] if legacy != "off" else [])
+    want_roles += [("Role", CERT_ROLE), ("ClusterRole", CERT_ROLE)] if managed else []
     roles = [(o["kind"], o["metadata"]["name"]) for o in objs if o["kind"] in ("Role", "ClusterRole")]
     r.check(sorted(roles) == sorted(want_roles),
             f"roles {sorted(roles)}, want exactly {sorted(want_roles)} (legacy-indexing {legacy})")
@@ -299,6 +314,15 @@ def check_install(objs, r, cert_mode="certManager", expect_defaults=True, namesp
                 f"Role {LEASE_ROLE} grants {sorted(lease)}, want exactly {sorted(LEASE_RBAC)}")
         check_binding("RoleBinding", LEASE_ROLE, "Role")
         want_bindings.append(("RoleBinding", LEASE_ROLE))
+    if managed:
+        check_cert_rbac(get("Role", CERT_ROLE), get("ClusterRole", CERT_ROLE), r, namespace)
+        check_binding("RoleBinding", CERT_ROLE, "Role")
+        check_binding("ClusterRoleBinding", CERT_ROLE, "ClusterRole")
+        want_bindings += [("RoleBinding", CERT_ROLE), ("ClusterRoleBinding", CERT_ROLE)]
+        for flag, want in (("cert-secret-name", SECRET), ("cert-service-name", NAME),
+                           ("mutating-webhook-config-name", MUTATING),
+                           ("validating-webhook-config-name", VALIDATING)):
+            r.check(flags.get(flag, want) == want, f"--{flag}={flags.get(flag)}, want {want}")
     bindings = [(o["kind"], o["metadata"]["name"]) for o in objs
                 if o["kind"] in ("RoleBinding", "ClusterRoleBinding")]
     r.check(sorted(bindings) == sorted(want_bindings),
@@ -373,7 +397,11 @@ def check_install(objs, r, cert_mode="certManager", expect_defaults=True, namesp
     mounts = {m["name"]: m for m in c.get("volumeMounts", [])}
     vols = {v["name"]: v for v in pod.get("volumes", [])}
     tls_vol = [n for n, m in mounts.items() if m.get("mountPath") == CERT_DIR]
-    r.check(len(tls_vol) == 1, f"nothing mounted at {CERT_DIR}")
+    if managed:
+        r.check(not tls_vol and not vols and "tls-cert-file" not in flags,
+                "managed mode: a certificate file or volume, though the webhook keeps its own")
+    else:
+        r.check(len(tls_vol) == 1, f"nothing mounted at {CERT_DIR}")
     if tls_vol:
         r.check(mounts[tls_vol[0]].get("readOnly") is True, "certificate mount not read-only")
         r.check(vols.get(tls_vol[0], {}).get("secret", {}).get("secretName") == secret_name,
@@ -465,6 +493,9 @@ def check_install(objs, r, cert_mode="certManager", expect_defaults=True, namesp
         if cert_mode == "certManager":
             r.check(inject == f"{NAMESPACE}/{CERTIFICATE}", f"{name}: inject-ca-from {inject}")
             r.check(not cc.get("caBundle"), f"{name}: caBundle set although cert-manager injects it")
+        elif cert_mode == "managed":
+            r.check(inject is None, f"{name}: cert-manager annotation in managed mode")
+            r.check("caBundle" not in cc, f"{name}: caBundle rendered although the webhook fills it")
         else:
             r.check(inject is None, f"{name}: cert-manager annotation in {cert_mode} mode")
             r.check(bool(cc.get("caBundle")), f"{name}: no caBundle in {cert_mode} mode")
@@ -533,14 +564,9 @@ def check_install(objs, r, cert_mode="certManager", expect_defaults=True, namesp
     else:
         r.check(not (cm & set(idx)) and "Issuer" not in kinds and "Certificate" not in kinds,
                 f"cert-manager objects in {cert_mode} mode")
-        if cert_mode == "selfSigned":
-            s = idx.get(("Secret", SECRET), {})
-            r.check(s.get("type") == "kubernetes.io/tls", "selfSigned: no kubernetes.io/tls Secret")
-            r.check(set(s.get("data", {})) == {"ca.crt", "tls.crt", "tls.key"}, "selfSigned: Secret keys")
-            r.check(s.get("data", {}).get("ca.crt") == ca_bundle or ca_bundle is None,
-                    "selfSigned: caBundle is not the Secret's CA")
-        else:
-            r.check(not secrets, "existingSecret: the chart must not render a Secret")
+        # managed: the webhook writes the Secret; a rendered one would be overwritten by every
+        # helm upgrade or GitOps sync. existingSecret: the user's.
+        r.check(not secrets, f"{cert_mode}: the chart must not render a Secret")
     return idx
 
 
@@ -613,6 +639,24 @@ def check_spread(pod, r, expect_defaults):
     want = {(key, "ScheduleAnyway", 1, str(SELECTOR))
             for key in ("kubernetes.io/hostname", "topology.kubernetes.io/zone")}
     r.check(got == want, f"topologySpreadConstraints {sorted(got)}, want {sorted(want)}")
+def check_cert_rbac(role, cluster_role, r, namespace=NAMESPACE):
+    """Managed certificates: the Role and ClusterRole grant exactly CERT_ROLE_RBAC and
+    CERT_CLUSTER_RBAC, every verb but create limited to its object by resourceNames."""
+    for obj, want in ((role, CERT_ROLE_RBAC), (cluster_role, CERT_CLUSTER_RBAC)):
+        what = f"{obj.get('kind')} {CERT_ROLE}"
+        granted = set()
+        for rule in obj.get("rules", []):
+            r.check(set(rule) <= {"apiGroups", "resources", "verbs", "resourceNames"},
+                    f"{what}: rule with more than apiGroups/resources/verbs/resourceNames: {rule}")
+            for g in rule.get("apiGroups", []):
+                for res in rule.get("resources", []):
+                    for v in rule.get("verbs", []):
+                        for n in rule.get("resourceNames") or [None]:
+                            granted.add((g, res, v, n))
+        r.check(granted == want, f"{what} grants {sorted(granted, key=str)}, "
+                                 f"want exactly {sorted(want, key=str)}")
+    r.check(role.get("metadata", {}).get("namespace") == namespace,
+            f"Role {CERT_ROLE} not in the webhook's namespace {namespace}")
 
 
 def validating_rules(objs):

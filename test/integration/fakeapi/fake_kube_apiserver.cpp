@@ -6,7 +6,8 @@
 //   fake-kube-apiserver --port-file FILE [--port N] [--token T]... [--max-seconds N]
 //                       [--tls-cert FILE --tls-key FILE]
 //
-//   {resource}: pods, nodes, services, leases, rayclusters, endpointslices
+//   {resource}: pods, nodes, services, leases, rayclusters, endpointslices, secrets,
+//               mutatingwebhookconfigurations, validatingwebhookconfigurations
 //   POST   /fake/objects/{resource}              body: an object     -> create(); 201, the object
 //   PUT    /fake/objects/{resource}              body: an object     -> update(); 200 or 404
 //   DELETE /fake/objects/{resource}/{ns}/{name}  (or /{name} for nodes) -> remove(); 200 or 404
@@ -16,6 +17,7 @@
 //   POST   /fake/write-delay   {"ms":2000}
 //   POST   /fake/partition     {"token":"t2"}
 //   POST   /fake/forbid        {"resource":"nodes"}   every read of it: RBAC's 403
+//   POST   /fake/forbid-writes {"resource":"secrets"} every write of it: RBAC's 403
 //   POST   /fake/heal, /fake/drop-watches, /fake/compact, /fake/bookmarks
 //   GET    /fake/stats         ->
 //   {"writes":{"leases":n,...},"write_attempts":{...},"creates":{...},
@@ -53,8 +55,15 @@ namespace {
 using nlohmann::json;
 using testing::FakeApiServer;
 
-const std::set<std::string> kResources = {"pods",   "nodes",       "services",
-                                          "leases", "rayclusters", "endpointslices"};
+const std::set<std::string> kResources = {"pods",
+                                          "nodes",
+                                          "services",
+                                          "leases",
+                                          "rayclusters",
+                                          "endpointslices",
+                                          "secrets",
+                                          "mutatingwebhookconfigurations",
+                                          "validatingwebhookconfigurations"};
 
 struct Args {
   std::string port_file;
@@ -154,7 +163,7 @@ httplib::Server::Handler with_body(
 // A control request's resource, or "" after answering 400.
 std::string resource_of(const std::string& resource, httplib::Response& res) {
   if (!kResources.contains(resource)) {
-    error(res, 400, "unknown resource \"" + resource + "\" (pods, nodes, services, leases)");
+    error(res, 400, "unknown resource \"" + resource + "\" (pods, nodes, services, leases, ...)");
     return "";
   }
   return resource;
@@ -275,6 +284,11 @@ void add_routes(httplib::Server& svr, FakeApiServer& server) {
   svr.Post("/fake/forbid",
            with_body([api](const json& body, const httplib::Request&, httplib::Response& res) {
              api->forbid(body.at("resource").get<std::string>());
+             answer(res, 200, json::object());
+           }));
+  svr.Post("/fake/forbid-writes",
+           with_body([api](const json& body, const httplib::Request&, httplib::Response& res) {
+             api->forbid_writes(body.at("resource").get<std::string>());
              answer(res, 200, json::object());
            }));
   svr.Post("/fake/partition",

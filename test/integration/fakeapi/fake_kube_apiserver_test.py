@@ -16,6 +16,8 @@ import urllib.error
 import urllib.request
 
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/ns1/leases"
+SECRETS = "/api/v1/namespaces/ns1/secrets"
+WEBHOOKS = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
 
 
 class Api:
@@ -142,6 +144,28 @@ def main():
             check(status == 200, "drop-watches is accepted")
             status, _ = api.call("POST", "/fake/fail-writes", {"status": 500})
             check(status == 400, "a control request without its fields is a 400")
+
+            # What --cert-mode=managed writes: a Secret and the cluster-scoped configurations.
+            cfg = {"metadata": {"name": "cfg"},
+                   "webhooks": [{"name": "a.example.com", "clientConfig": {}}]}
+            status, _ = api.call("POST", "/fake/objects/mutatingwebhookconfigurations", cfg)
+            check(status == 201, "/fake/objects seeds a webhook configuration")
+            status, body = api.call("GET", WEBHOOKS + "/cfg", token="t1")
+            check(status == 200 and "namespace" not in body["metadata"],
+                  "a webhook configuration is served, cluster-scoped")
+            secret = {"metadata": {"name": "certs"}, "type": "kubernetes.io/tls",
+                      "data": {"tls.crt": "Y3J0", "tls.key": "a2V5"}}
+            status, _ = api.call("POST", SECRETS, secret, token="t1")
+            check(status == 201, "a Secret is created")
+            status, body = api.call("POST", SECRETS, secret, token="t1")
+            check(status == 409 and body["reason"] == "AlreadyExists", "twice: AlreadyExists")
+            api.call("POST", "/fake/forbid-writes", {"resource": "secrets"})
+            status, body = api.call("POST", SECRETS, dict(secret, metadata={"name": "x"}),
+                                    token="t1")
+            check(status == 403 and body["reason"] == "Forbidden",
+                  "forbid-writes: a write is refused as RBAC refuses it")
+            status, _ = api.call("GET", SECRETS + "/certs", token="t1")
+            check(status == 200, "forbid-writes leaves reads alone")
         except BaseException:
             proc.kill()
             proc.wait()

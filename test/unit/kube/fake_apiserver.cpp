@@ -33,6 +33,32 @@ const ResourceInfo& info_of(const std::string& resource) {
   // The Lease strategy: AllowCreateOnUpdate true, AllowUnconditionalUpdate false.
   static const ResourceInfo leases{
       "Lease", "coordination.k8s.io/v1", "coordination.k8s.io", true, true, false, false};
+  // Secrets and the webhook configurations: the strategies' defaults (no create on update,
+  // unconditional update allowed, DELETE answers a Status).
+  static const ResourceInfo secrets{"Secret", "v1", "", true, false, true, false};
+  static const ResourceInfo mutating{"MutatingWebhookConfiguration",
+                                     "admissionregistration.k8s.io/v1",
+                                     "admissionregistration.k8s.io",
+                                     false,
+                                     false,
+                                     true,
+                                     false};
+  static const ResourceInfo validating{"ValidatingWebhookConfiguration",
+                                       "admissionregistration.k8s.io/v1",
+                                       "admissionregistration.k8s.io",
+                                       false,
+                                       false,
+                                       true,
+                                       false};
+  if (resource == "secrets") {
+    return secrets;
+  }
+  if (resource == "mutatingwebhookconfigurations") {
+    return mutating;
+  }
+  if (resource == "validatingwebhookconfigurations") {
+    return validating;
+  }
   if (resource == "pods") {
     return pods;
   }
@@ -423,6 +449,21 @@ std::optional<Reply> validate_name(const std::string& resource, const std::strin
                      "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')");
 }
 
+// Standard padded base64, as Go's encoding/base64 decodes a Secret's data.
+bool base64_ok(const std::string& s) {
+  if (s.size() % 4 != 0) {
+    return false;
+  }
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    bool pad = c == '=' && i + 2 >= s.size() && (i + 1 == s.size() || s[i + 1] == '=');
+    if (std::isalnum(c) == 0 && c != '+' && c != '/' && !pad) {
+      return false;
+    }
+  }
+  return true;
+}
+
 // The body's kind and apiVersion must be the resource's (they default to it when missing);
 // metadata must be an object (it defaults to an empty one).
 std::optional<Reply> check_type_meta(const std::string& resource, json& object) {
@@ -453,6 +494,8 @@ std::optional<Reply> check_type_meta(const std::string& resource, json& object) 
   auto md = object.find("metadata");
   if (md == object.end() || md->is_null()) {
     object["metadata"] = json::object();
+  } else if (md->is_object() && !info.namespaced) {
+    md->erase("namespace");  // a cluster-scoped object has none: kube clears it
   } else if (!md->is_object()) {
     return bad_request(info.kind + " in version \"" + info.api_version +
                        "\" cannot be handled as a " + info.kind + ": json: cannot unmarshal " +
@@ -471,6 +514,37 @@ std::optional<Reply> check_type_meta(const std::string& resource, json& object) 
   if (resource == "leases") {
     if (std::optional<std::string> error = decode_lease(object)) {
       return bad_request(*error);
+    }
+  }
+  return std::nullopt;
+}
+
+// A Secret as its validation checks it: every data value base64 (the decoder's 400), the type
+// immutable, and a kubernetes.io/tls Secret holding tls.crt and tls.key.
+std::optional<Reply> validate_secret(const json& object, const std::string& name,
+                                     const json* stored) {
+  if (auto data = object.find("data"); data != object.end() && data->is_object()) {
+    for (const auto& [key, value] : data->items()) {
+      if (!value.is_string() || !base64_ok(value.get<std::string>())) {
+        return bad_request(
+            "Secret in version \"v1\" cannot be handled as a Secret: illegal "
+            "base64 data in data." +
+            key);
+      }
+    }
+  }
+  std::string type = object.value("type", "Opaque");
+  if (stored != nullptr && type != stored->value("type", "Opaque")) {
+    return invalid("secrets", "Secret", name, "type", "FieldValueInvalid",
+                   "Invalid value: " + json(type).dump() + ": field is immutable");
+  }
+  if (type == "kubernetes.io/tls") {
+    for (const char* key : {"tls.crt", "tls.key"}) {
+      const json* data = object.contains("data") ? &object["data"] : nullptr;
+      if (data == nullptr || !data->is_object() || !data->contains(key)) {
+        return invalid("secrets", "Secret", name, std::string("data[") + key + "]",
+                       "FieldValueRequired", "Required value");
+      }
     }
   }
   return std::nullopt;
@@ -595,9 +669,22 @@ FakeApiServer::FakeApiServer(Options options) : options_(std::move(options)) {
     handle_write(req.matches[2], req.matches[1],
                  req.matches.size() > 3 ? std::string(req.matches[3]) : std::string(), req, res);
   };
-  const std::string core = R"(/api/v1/namespaces/([^/]+)/(pods|services))";
+  const std::string core = R"(/api/v1/namespaces/([^/]+)/(pods|services|secrets))";
   const std::string leases = R"(/apis/coordination\.k8s\.io/v1/namespaces/([^/]+)/(leases))";
-  server_->Get(R"(/api/v1/(pods|nodes|services))", read(-1, 1, -1));
+  server_->Get(R"(/api/v1/(pods|nodes|services|secrets))", read(-1, 1, -1));
+  // Cluster-scoped and written: the admission webhook configurations.
+  const std::string webhooks =
+      R"(/apis/admissionregistration\.k8s\.io/v1/(mutatingwebhookconfigurations|validatingwebhookconfigurations))";
+  auto cluster_write = [this](const httplib::Request& req, httplib::Response& res) {
+    handle_write(req.matches[1], "",
+                 req.matches.size() > 2 ? std::string(req.matches[2]) : std::string(), req, res);
+  };
+  server_->Get(webhooks, read(-1, 1, -1));
+  server_->Get(webhooks + "/([^/]+)", read(-1, 1, 2));
+  server_->Post(webhooks, cluster_write);
+  server_->Put(webhooks + "/([^/]+)", cluster_write);
+  server_->Patch(webhooks + "/([^/]+)", cluster_write);
+  server_->Delete(webhooks + "/([^/]+)", cluster_write);
   server_->Get(R"(/apis/coordination\.k8s\.io/v1/(leases))", read(-1, 1, -1));
   const std::string ray = R"(/apis/ray\.io/v1/namespaces/([^/]+)/(rayclusters))";
   const std::string slices = R"(/apis/discovery\.k8s\.io/v1/namespaces/([^/]+)/(endpointslices))";
@@ -660,7 +747,7 @@ void FakeApiServer::record(const std::string& resource, const std::string& type,
 json FakeApiServer::create(const std::string& resource, json object) {
   std::lock_guard lock(mu_);
   json& md = object["metadata"];
-  if (resource != "nodes" &&
+  if (info_of(resource).namespaced &&
       (!md.contains("namespace") || md["namespace"].get<std::string>().empty())) {
     md["namespace"] = "default";
   }
@@ -762,6 +849,11 @@ void FakeApiServer::send_bookmarks() {
 void FakeApiServer::forbid(const std::string& resource, const std::string& user) {
   std::lock_guard lock(mu_);
   forbidden_[resource] = user;
+}
+
+void FakeApiServer::forbid_writes(const std::string& resource, const std::string& user) {
+  std::lock_guard lock(mu_);
+  forbidden_writes_[resource] = user;
 }
 
 void FakeApiServer::fail_next(const std::string& resource, int status, int count) {
@@ -1128,6 +1220,12 @@ void FakeApiServer::handle_write(const std::string& resource, const std::string&
                       "the server is currently unable to handle the request");
     } else if (!options_.tokens.empty() && !options_.tokens.contains(token)) {
       reply = failure(401, "Unauthorized", "Unauthorized");
+    } else if (auto denied = forbidden_writes_.find(resource); denied != forbidden_writes_.end()) {
+      std::string verb = req.method == "POST"    ? "create"
+                         : req.method == "PUT"   ? "update"
+                         : req.method == "PATCH" ? "patch"
+                                                 : "delete";
+      reply = rbac_denied(resource, denied->second, verb, ns, name);
     } else {
       // A slow etcd: the write waits, then is processed as one step.
       auto until = std::chrono::steady_clock::now() + write_delay_;
@@ -1206,7 +1304,9 @@ std::string FakeApiServer::random_uid_locked() {
 FakeApiServer::Reply FakeApiServer::store_new_locked(const std::string& resource,
                                                      const std::string& ns, json object) {
   json& md = object["metadata"];
-  md["namespace"] = ns;
+  if (info_of(resource).namespaced) {
+    md["namespace"] = ns;
+  }
   md["uid"] = random_uid_locked();
   md["resourceVersion"] = std::to_string(++rv_);
   md["creationTimestamp"] = rfc3339_now();
@@ -1252,6 +1352,11 @@ FakeApiServer::Reply FakeApiServer::create_locked(const std::string& resource,
       return *r;
     }
   }
+  if (resource == "secrets") {
+    if (std::optional<Reply> r = validate_secret(object, name, nullptr)) {
+      return *r;
+    }
+  }
   if (objects_[resource].contains(key_of(ns, name))) {
     return already_exists(resource, name);
   }
@@ -1273,6 +1378,11 @@ FakeApiServer::Reply FakeApiServer::checked_update_locked(const std::string& res
   }
   if (resource == "leases") {
     if (std::optional<Reply> r = validate_lease(object, name)) {
+      return *r;
+    }
+  }
+  if (resource == "secrets") {
+    if (std::optional<Reply> r = validate_secret(object, name, &stored)) {
       return *r;
     }
   }
@@ -1319,7 +1429,9 @@ FakeApiServer::Reply FakeApiServer::replace_locked(const std::string& resource,
   if (!object_ns.empty() && object_ns != ns) {
     return bad_request(kNamespaceMismatch);
   }
-  object["metadata"]["namespace"] = ns;
+  if (info.namespaced) {
+    object["metadata"]["namespace"] = ns;
+  }
   std::string uid = meta_string(object, "uid");
   auto& objects = objects_[resource];
   auto it = objects.find(key_of(ns, name));

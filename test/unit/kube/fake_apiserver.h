@@ -6,6 +6,12 @@
 // JSON-lines watches with bookmarks and timeoutSeconds, 410 Gone for a compacted resourceVersion
 // (an ERROR event, or an HTTP 410 when `gone_as_status`), bearer-token checks.
 //
+// Also written: v1 Secrets (namespaced; data base64, type immutable, kubernetes.io/tls needs
+// tls.crt and tls.key) and the cluster-scoped admissionregistration.k8s.io/v1
+// Mutating/ValidatingWebhookConfigurations under /apis/admissionregistration.k8s.io/v1/<resource>
+// [/{name}], with the same write semantics as Leases below but for create-on-update (none) and
+// unconditional updates (allowed). forbid_writes() makes writes of one resource answer 403.
+//
 // Also read (not written): ray.io/v1 RayClusters and discovery.k8s.io/v1 EndpointSlices, listed
 // per namespace or cluster-wide. RBAC for tests: forbid() makes one resource answer 403 as kube's
 // authorizer words it.
@@ -120,6 +126,9 @@ class FakeApiServer {
   // naming `user`: a client whose role does not grant that resource.
   void forbid(const std::string& resource,
               const std::string& user = "system:serviceaccount:default:reader");
+  // Every later write (POST, PUT, PATCH, DELETE) of `resource` answers 403 as RBAC does.
+  void forbid_writes(const std::string& resource,
+                     const std::string& user = "system:serviceaccount:default:reader");
   // The same for watch requests only.
   void fail_next_watch(const std::string& resource, int status, int count = 1);
   // The next `count` writes (POST, PUT, PATCH, DELETE) of `resource` answer `status` with a
@@ -216,6 +225,7 @@ class FakeApiServer {
   std::chrono::milliseconds write_delay_{0};
   std::set<std::string> partitioned_;
   std::map<std::string, std::string> forbidden_;         // resource -> the user RBAC names
+  std::map<std::string, std::string> forbidden_writes_;  // the same for writes
   std::map<std::string, std::uint64_t> partition_cuts_;  // token -> times partitioned
   std::mt19937_64 random_{std::random_device{}()};
 };

@@ -582,3 +582,95 @@ TEST_CASE("FakeApiServer: a partitioned token gets 503 and loses its watches unt
   CHECK(api.write_attempts("leases") == 5);
   CHECK(api.writes("leases") == 3);
 }
+
+TEST_CASE("FakeApiServer: Secrets are written as kube-apiserver writes them") {
+  FakeApiServer api({});
+  Client c(api);
+  const std::string secrets = "/api/v1/namespaces/ns1/secrets";
+  json secret = {{"apiVersion", "v1"},
+                 {"kind", "Secret"},
+                 {"metadata", {{"name", "certs"}}},
+                 {"type", "kubernetes.io/tls"},
+                 {"data", {{"tls.crt", "Y2VydA=="}, {"tls.key", "a2V5"}}}};
+  Client::Answer created = c.post(secrets, secret);
+  REQUIRE(created.status == 201);
+  CHECK(created.body["metadata"]["namespace"] == "ns1");
+  std::string rv = created.body["metadata"]["resourceVersion"];
+
+  Client::Answer again = c.post(secrets, secret);
+  CHECK(again.status == 409);
+  CHECK(again.body["reason"] == "AlreadyExists");
+  CHECK(again.body["message"] == "secrets \"certs\" already exists");
+
+  json next = created.body;
+  next["data"]["tls.crt"] = "bmV3";
+  Client::Answer updated = c.put(secrets + "/certs", next);
+  REQUIRE(updated.status == 200);
+  CHECK(updated.body["metadata"]["resourceVersion"] != rv);
+  Client::Answer stale = c.put(secrets + "/certs", next);  // still carries rv
+  CHECK(stale.status == 409);
+  CHECK(stale.body["reason"] == "Conflict");
+  CHECK(stale.body["message"] ==
+        "Operation cannot be fulfilled on secrets \"certs\": the object has been modified; please "
+        "apply your changes to the latest version and try again");
+
+  json missing = secret;
+  missing["metadata"]["name"] = "other";
+  CHECK(c.put(secrets + "/other", missing).status == 404);  // no create on update
+
+  json retyped = updated.body;
+  retyped["type"] = "Opaque";
+  Client::Answer immutable = c.put(secrets + "/certs", retyped);
+  CHECK(immutable.status == 422);
+  CHECK(immutable.body["message"] ==
+        "Secret \"certs\" is invalid: type: Invalid value: \"Opaque\": field is immutable");
+
+  json bad = secret;
+  bad["metadata"]["name"] = "bad";
+  bad["data"]["tls.key"] = "not base64!";
+  CHECK(c.post(secrets, bad).status == 400);
+  bad["data"] = {{"tls.crt", "Y2VydA=="}};
+  Client::Answer no_key = c.post(secrets, bad);
+  CHECK(no_key.status == 422);
+  CHECK(no_key.body["message"] == "Secret \"bad\" is invalid: data[tls.key]: Required value");
+}
+
+TEST_CASE("FakeApiServer: webhook configurations are cluster-scoped and written like the rest") {
+  FakeApiServer api({});
+  Client c(api);
+  const std::string mutating =
+      "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations";
+  json config = {{"metadata", {{"name", "cfg"}, {"namespace", "ignored"}}},
+                 {"webhooks", {{{"name", "a.example.com"}, {"clientConfig", json::object()}}}}};
+  Client::Answer created = c.post(mutating, config);
+  REQUIRE(created.status == 201);
+  CHECK_FALSE(created.body["metadata"].contains("namespace"));
+  CHECK(created.body["kind"] == "MutatingWebhookConfiguration");
+  CHECK(c.get(mutating + "/cfg").body["metadata"]["uid"] == created.body["metadata"]["uid"]);
+  CHECK(c.get(mutating + "/none").status == 404);
+
+  json patch = json::array(
+      {{{"op", "add"}, {"path", "/webhooks/0/clientConfig/caBundle"}, {"value", "Q0E="}}});
+  Client::Answer patched = c.patch(mutating + "/cfg", patch, "application/json-patch+json");
+  REQUIRE(patched.status == 200);
+  CHECK(patched.body["webhooks"][0]["clientConfig"]["caBundle"] == "Q0E=");
+
+  json stale = created.body;
+  Client::Answer conflict = c.put(mutating + "/cfg", stale);
+  CHECK(conflict.status == 409);
+  CHECK(
+      conflict.body["message"] ==
+      "Operation cannot be fulfilled on mutatingwebhookconfigurations.admissionregistration.k8s.io "
+      "\"cfg\": the object has been modified; please apply your changes to the latest version "
+      "and try again");
+
+  api.forbid_writes("mutatingwebhookconfigurations", "system:serviceaccount:ray-system:wh");
+  Client::Answer denied = c.put(mutating + "/cfg", patched.body);
+  CHECK(denied.status == 403);
+  CHECK(denied.body["message"] ==
+        "mutatingwebhookconfigurations.admissionregistration.k8s.io \"cfg\" is forbidden: User "
+        "\"system:serviceaccount:ray-system:wh\" cannot update resource "
+        "\"mutatingwebhookconfigurations\" in API group \"admissionregistration.k8s.io\" at the "
+        "cluster scope");
+  CHECK(c.get(mutating + "/cfg").status == 200);  // reads stay allowed
+}

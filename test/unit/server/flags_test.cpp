@@ -220,3 +220,47 @@ TEST_CASE("the flags shared with webhook-dryrun word their errors as it does", "
         "flag --megascale-port-base needs a value (see --help)");
   CHECK(parse_error({"--bogus=1"}) == "unknown flag --bogus (see --help)");
 }
+
+TEST_CASE("--cert-mode=managed and its flags: defaults, values and refusals", "[flags]") {
+  server::Flags d = parse_ok({});
+  CHECK(d.cert_mode == server::CertMode::kFiles);
+  CHECK(d.cert_secret_name == "kuberay-tpu-webhook-certs");
+  CHECK(d.cert_service_name == "kuberay-tpu-webhook");
+  CHECK(d.mutating_config_name == "kuberay-tpu-mutating-webhook-cfg");
+  CHECK(d.validating_config_name == "kuberay-tpu-validating-webhook-cfg");
+  CHECK(d.cert_validity == 8760h);
+  CHECK(d.cert_ca_validity == 87600h);
+  CHECK(d.cert_renew_before == 720h);
+
+  server::Flags m = parse_ok({"--cert-mode=managed", "--cert-secret-name=s", "--cert-service-name",
+                              "svc", "--mutating-webhook-config-name=", "--cert-validity=6s",
+                              "--cert-ca-validity=12s", "--cert-renew-before=3s"});
+  CHECK(m.cert_mode == server::CertMode::kManaged);
+  CHECK(m.cert_secret_name == "s");
+  CHECK(m.cert_service_name == "svc");
+  CHECK(m.mutating_config_name.empty());
+  CHECK(m.cert_validity == 6s);
+  CHECK(m.cert_ca_validity == 12s);
+  CHECK(m.cert_renew_before == 3s);
+  // The lifetimes are checked against each other in managed mode only.
+  CHECK(parse_ok({"--cert-validity=1s"}).cert_validity == 1s);
+
+  auto [args, expected] = GENERATE_COPY(table<std::vector<std::string>, std::string>({
+      {{"--cert-mode=auto"}, "--cert-mode=auto: expected files or managed"},
+      {{"--cert-validity=6"}, "--cert-validity=6: missing unit"},
+      {{"--cert-mode=managed", "--cert-validity=1s"}, "--cert-validity must be at least 2s"},
+      {{"--cert-mode=managed", "--cert-validity=10s", "--cert-renew-before=10s"},
+       "--cert-renew-before must be less than --cert-validity"},
+      {{"--cert-mode=managed", "--cert-validity=10s", "--cert-renew-before=1s",
+        "--cert-ca-validity=19s"},
+       "--cert-ca-validity must be at least twice --cert-validity"},
+      {{"--cert-mode=managed", "--cert-secret-name="},
+       "--cert-secret-name and --cert-service-name must not be empty"},
+      {{"--cert-mode=managed", "--tls-cert-file=/c"}, "--cert-mode=managed makes its own"},
+      {{"--cert-mode=managed", "--server-cert=" + webhook::base64_encode("-----BEGIN CERT\n"),
+        "--server-key=" + webhook::base64_encode("-----BEGIN KEY\n")},
+       "--cert-mode=managed makes its own"},
+  }));
+  CAPTURE(args);
+  CHECK_THAT(parse_error(args), Catch::Contains(expected));
+}

@@ -104,13 +104,18 @@ off
 {{- end -}}
 {{- end }}
 
-{{/* Certificate mode, checked. */}}
+{{/*
+Certificate mode, checked. selfSigned, the mode that generated a certificate at render time with
+lookup, is a deprecated alias of managed, so that values files written for it still install.
+*/}}
 {{- define "kuberay-tpu-webhook.certMode" -}}
 {{- $mode := .Values.tpuWebhook.cert.mode -}}
-{{- if has $mode (list "certManager" "selfSigned" "existingSecret") -}}
+{{- if eq $mode "selfSigned" -}}
+managed
+{{- else if has $mode (list "managed" "certManager" "existingSecret") -}}
 {{ $mode }}
 {{- else -}}
-{{ fail (printf "tpuWebhook.cert.mode must be certManager, selfSigned or existingSecret, not %q" $mode) }}
+{{ fail (printf "tpuWebhook.cert.mode must be managed, certManager or existingSecret, not %q" $mode) }}
 {{- end -}}
 {{- end }}
 
@@ -126,28 +131,4 @@ kuberay-tpu-webhook-certs
 {{/* DNS name of the webhook Service, which the serving certificate must name. */}}
 {{- define "kuberay-tpu-webhook.serviceHost" -}}
 kuberay-tpu-webhook.{{ include "kuberay-tpu-webhook.namespace" . }}.svc
-{{- end }}
-
-{{/*
-selfSigned mode: the CA and serving certificate, as base64 PEM in a YAML map {ca, crt, key}.
-Reuses the Secret already in the cluster so that upgrades keep the certificate (and the caBundle
-stays valid); generates a new pair at install, or after the Secret was deleted.
-*/}}
-{{- define "kuberay-tpu-webhook.selfSignedPair" -}}
-{{- $ns := include "kuberay-tpu-webhook.namespace" . -}}
-{{- $existing := lookup "v1" "Secret" $ns "kuberay-tpu-webhook-certs" -}}
-{{- if and $existing (hasKey $existing "data") (hasKey $existing.data "ca.crt") -}}
-ca: {{ index $existing.data "ca.crt" }}
-crt: {{ index $existing.data "tls.crt" }}
-key: {{ index $existing.data "tls.key" }}
-{{- else -}}
-{{- $host := include "kuberay-tpu-webhook.serviceHost" . -}}
-{{- $days := .Values.tpuWebhook.cert.selfSigned.validityDays | int -}}
-{{- $ca := genCA "kuberay-tpu-webhook-ca" $days -}}
-{{- $names := list "kuberay-tpu-webhook" (printf "kuberay-tpu-webhook.%s" $ns) $host (printf "%s.cluster.local" $host) -}}
-{{- $cert := genSignedCert $host nil $names $days $ca -}}
-ca: {{ $ca.Cert | b64enc }}
-crt: {{ $cert.Cert | b64enc }}
-key: {{ $cert.Key | b64enc }}
-{{- end -}}
 {{- end }}
