@@ -75,22 +75,33 @@ done
 
 # The Debian package that owns PATH: dpkg -S on the path itself, on it with its directories'
 # symlinks resolved (/lib is /usr/lib), then with the file's own resolved too (libfoo.so.1 ->
-# libfoo.so.1.2.3). One package, or the run fails.
+# libfoo.so.1.2.3). One package, or the run fails. dpkg reads its whole file database for each
+# query, so every candidate of every file is asked in one query first (dpkg_owned).
+candidates_of() {
+  printf '%s\n' "$1" "$(realpath -e "$(dirname "$1")")/$(basename "$1")" "$(realpath -e "$1")"
+}
+declare -A dpkg_owned=()  # path -> "pkg[:arch][, pkg2...]"
+load_owners() {
+  local line
+  # "pkg[:arch][, pkg2...]: path" lines; diversions ("diversion by ...") are not owners.
+  while IFS= read -r line; do
+    [[ $line == "diversion "* || $line != *": "* ]] && continue
+    dpkg_owned[${line#*: }]=${line%%: *}
+  done < <(dpkg-query -S "$@" 2>/dev/null || true)
+}
 owner_of() {
-  local candidates=("$1" "$(realpath -e "$(dirname "$1")")/$(basename "$1")" "$(realpath -e "$1")")
   local c out
-  for c in "${candidates[@]}"; do
-    # "pkg[:arch][, pkg2...]: path" lines; diversions ("diversion by ...") are not owners.
-    out=$(dpkg-query -S "$c" 2>/dev/null | grep -v '^diversion ' | awk -F': ' -v p="$c" '$2 == p')
+  while IFS= read -r c; do
+    out=${dpkg_owned[$c]:-}
     [[ -z $out ]] && continue
-    if [[ $(wc -l <<<"$out") != 1 || $out == *,* ]]; then
+    if [[ $out == *,* ]]; then
       echo "$me: $1 is owned by more than one package: $out" >&2
       return 1
     fi
-    echo "${out%%: *}" | sed 's/:.*//'
+    echo "${out%%:*}"
     return 0
-  done
-  echo "$me: no Debian package owns $1 (dpkg -S ${candidates[*]})" >&2
+  done < <(candidates_of "$1")
+  echo "$me: no Debian package owns $1 (dpkg -S $(candidates_of "$1" | paste -sd' '))" >&2
   return 1
 }
 
@@ -111,6 +122,8 @@ write_record() {
 
 records=$root/var/lib/dpkg/status.d
 mkdir -p "$records"
+mapfile -t asked < <(for file in "${owned[@]}"; do candidates_of "${file#"$root"}"; done | sort -u)
+load_owners "${asked[@]}"
 declare -A owners=()
 for file in "${owned[@]}"; do
   pkg=$(owner_of "${file#"$root"}") || exit 1

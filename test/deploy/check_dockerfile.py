@@ -367,26 +367,40 @@ def check_tree(rootfs, bins, need, loaders, info, fail, sanitized=False):
                 print(f"{name} starts chrooted into the staged root: {ch.stdout.strip()}")
 
 
-def dpkg_owner(path):
-    """The Debian package that owns a path, by `dpkg -S`: the path itself, the path with its
-    directories' symlinks resolved (/lib is /usr/lib on Debian 12), then the file's own symlink
-    resolved too (libfoo.so.1 -> libfoo.so.1.2.3). None when no package owns any of them."""
+def owner_candidates(path):
+    """The path, the path with its directories' symlinks resolved (/lib is /usr/lib on Debian
+    12), then with the file's own symlink resolved too (libfoo.so.1 -> libfoo.so.1.2.3)."""
     real_dir = os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
-    for cand in dict.fromkeys([path, real_dir, os.path.realpath(path)]):
-        out = subprocess.run(["dpkg", "-S", cand], capture_output=True, text=True)
-        owners = [line.rsplit(": ", 1)[0] for line in out.stdout.splitlines()
-                  if not line.startswith("diversion ") and line.rsplit(": ", 1)[-1] == cand]
-        if owners:
-            names = {o.split(":")[0] for line in owners for o in line.split(", ")}
-            return ",".join(sorted(names))
-    return None
+    return list(dict.fromkeys([path, real_dir, os.path.realpath(path)]))
 
 
-def dpkg_query(pkg, fmt):
-    out = subprocess.run(["dpkg-query", "-W", f"-f={fmt}", pkg], capture_output=True, text=True)
-    if out.returncode != 0:
-        raise RuntimeError(f"dpkg-query -W {pkg}: {out.stderr.strip()}")
-    return out.stdout
+def dpkg_owners(paths):
+    """{path: the Debian package that owns it, by `dpkg -S` (first of its owner_candidates that
+    a package owns), "a,b" when several do, None when none does}. One dpkg run for all: dpkg
+    reads its whole file database for each."""
+    asked = sorted({c for p in paths for c in owner_candidates(p)})
+    out = subprocess.run(["dpkg", "-S"] + asked, capture_output=True, text=True)
+    owned = {}
+    for line in out.stdout.splitlines():
+        if line.startswith("diversion ") or ": " not in line:
+            continue
+        pkgs, _, path = line.partition(": ")
+        owned[path] = ",".join(sorted({o.split(":")[0] for o in pkgs.split(", ")}))
+    return {p: next((owned[c] for c in owner_candidates(p) if c in owned), None) for p in paths}
+
+
+def dpkg_fields(pkgs):
+    """{package: {"Version", "Architecture", "Source"}} from dpkg-query, in one run."""
+    out = subprocess.run(["dpkg-query", "-W", "-f=${Package}\\t${Version}\\t${Architecture}\\t"
+                          "${source:Package}\\n"] + sorted(pkgs), capture_output=True, text=True)
+    fields = {}
+    for line in out.stdout.splitlines():
+        name, version, arch, source = line.split("\t")
+        fields[name] = {"Version": version, "Architecture": arch, "Source": source}
+    missing = set(pkgs) - set(fields)
+    if missing:
+        raise RuntimeError(f"dpkg-query -W {sorted(missing)}: {out.stderr.strip()}")
+    return fields
 
 
 def read_record(path):
@@ -410,14 +424,16 @@ def purl(name, version, arch):
 def check_records(rootfs, files, debian_files, fail):
     """What scanners read, checked against dpkg on this machine (see the module's doc)."""
     owners = {}
+    owner_of = dpkg_owners(debian_files)
     for path in debian_files:
-        pkg = dpkg_owner(path)
+        pkg = owner_of[path]
         if pkg is None or "," in pkg:
             fail(f"{path}: owned by {pkg or 'no Debian package'} (dpkg -S): a scanner cannot "
                  "name the package it comes from")
             continue
         owners.setdefault(pkg, []).append(path)
     records = {p[len(RECORDS_DIR):] for p in files if p.startswith(RECORDS_DIR)}
+    dpkg = dpkg_fields(owners) if owners else {}
     for extra in sorted(records - set(owners)):
         fail(f"{RECORDS_DIR}{extra}: a record of a package no staged file comes from")
     for pkg, paths in sorted(owners.items()):
@@ -426,12 +442,12 @@ def check_records(rootfs, files, debian_files, fail):
             fail(f"{', '.join(paths)} come(s) from {pkg}, which has no {RECORDS_DIR}{pkg}")
             continue
         rec = read_record(rec_path)
-        want = {"Package": pkg, "Version": dpkg_query(pkg, "${Version}"),
-                "Architecture": dpkg_query(pkg, "${Architecture}")}
+        want = {"Package": pkg, "Version": dpkg[pkg]["Version"],
+                "Architecture": dpkg[pkg]["Architecture"]}
         for key, value in want.items():
             if rec.get(key) != value:
                 fail(f"{RECORDS_DIR}{pkg}: {key} {rec.get(key)!r}, dpkg-query says {value!r}")
-        source = dpkg_query(pkg, "${source:Package}")
+        source = dpkg[pkg]["Source"]
         if (rec.get("Source") or "").split(" (")[0] != source:
             fail(f"{RECORDS_DIR}{pkg}: Source {rec.get('Source')!r}, dpkg-query says {source!r}")
         if "Status" in rec and rec["Status"] != "install ok installed":
@@ -445,10 +461,10 @@ def check_records(rootfs, files, debian_files, fail):
     for path in RELEASE_FILES:
         if path not in files or not filecmp.cmp(files[path], path, shallow=False):
             fail(f"the staged {path} is missing or differs from the build machine's")
-    check_sbom(rootfs, files, owners, fail)
+    check_sbom(files, owners, dpkg, fail)
 
 
-def check_sbom(rootfs, files, owners, fail):
+def check_sbom(files, owners, dpkg, fail):
     """The SPDX 2.3 SBOM names each package of the records with its version and purl, and the
     project with the version its binary reports."""
     if SBOM not in files:
@@ -477,8 +493,7 @@ def check_sbom(rootfs, files, owners, fail):
     for p in pkgs:
         by_name.setdefault(p.get("name"), []).append(p)
     for pkg in sorted(owners):
-        version = dpkg_query(pkg, "${Version}")
-        arch = dpkg_query(pkg, "${Architecture}")
+        version, arch = dpkg[pkg]["Version"], dpkg[pkg]["Architecture"]
         got = by_name.get(pkg, [])
         if len(got) != 1:
             fail(f"{SBOM}: {len(got)} packages named {pkg}, want 1")
