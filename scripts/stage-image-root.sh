@@ -6,6 +6,15 @@
 #   /etc/passwd, /etc/group   root and nonroot (65532), the image's user
 #   /etc/nsswitch.conf  users, groups and hosts from files, then hosts from DNS
 #   /tmp                empty, mode 1777, for a writable volume
+#   /etc/os-release, /etc/debian_version   base-files' (the Debian release scanners match
+#                       package versions against)
+#   /var/lib/dpkg/status.d/PACKAGE   for every Debian package that owns a staged file (dpkg -S on
+#                       its path, else on the path with its symlinks resolved): Package,
+#                       Version, Architecture, Source and more, as distroless images record
+#                       them, which Trivy, Grype/Syft and Artifact Analysis read
+#   /usr/share/doc/PACKAGE/copyright   each such package's copyright file
+#   /usr/share/sbom/kuberay-tpu-webhook.spdx.json   an SPDX 2.3 SBOM of those packages and of
+#                       the project (scripts/image-sbom.sh), written after the start check
 # and then starts every binary (`--version`) with the staged loader and nothing but the staged
 # libraries: no ld.so cache, and a library that would be found only outside ROOT fails the run.
 #
@@ -55,6 +64,81 @@ for path in "${paths[@]}"; do
   cp -L "$path" "$dest"
   staged+=("$dest")
   echo "$me: $path"
+done
+
+# base-files' release files, as files (/etc/os-release is a symlink on Debian).
+owned=("${staged[@]}")
+for path in /etc/os-release /etc/debian_version; do
+  cp -L "$path" "$root$path"
+  owned+=("$root$path")
+done
+
+# The Debian package that owns PATH: dpkg -S on the path itself, on it with its directories'
+# symlinks resolved (/lib is /usr/lib), then with the file's own resolved too (libfoo.so.1 ->
+# libfoo.so.1.2.3). One package, or the run fails. dpkg reads its whole file database for each
+# query, so every candidate of every file is asked in one query first (dpkg_owned).
+candidates_of() {
+  printf '%s\n' "$1" "$(realpath -e "$(dirname "$1")")/$(basename "$1")" "$(realpath -e "$1")"
+}
+declare -A dpkg_owned=()  # path -> "pkg[:arch][, pkg2...]"
+load_owners() {
+  local line
+  # "pkg[:arch][, pkg2...]: path" lines; diversions ("diversion by ...") are not owners.
+  while IFS= read -r line; do
+    [[ $line == "diversion "* || $line != *": "* ]] && continue
+    dpkg_owned[${line#*: }]=${line%%: *}
+  done < <(dpkg-query -S "$@" 2>/dev/null || true)
+}
+owner_of() {
+  local c out
+  while IFS= read -r c; do
+    out=${dpkg_owned[$c]:-}
+    [[ -z $out ]] && continue
+    if [[ $out == *,* ]]; then
+      echo "$me: $1 is owned by more than one package: $out" >&2
+      return 1
+    fi
+    echo "${out%%:*}"
+    return 0
+  done < <(candidates_of "$1")
+  echo "$me: no Debian package owns $1 (dpkg -S $(candidates_of "$1" | paste -sd' '))" >&2
+  return 1
+}
+
+# The status.d record of a package: its control fields as dpkg has them, the fields
+# distroless writes (no Status: a record in status.d is an installed package).
+write_record() {
+  local pkg=$1 dest=$root/var/lib/dpkg/status.d/$1 fmt
+  fmt='Package: ${Package}\nVersion: ${Version}\nArchitecture: ${Architecture}\n'
+  fmt+='Maintainer: ${Maintainer}\n${source:Package}|${source:Version}\n'
+  fmt+='Depends: ${Depends}\nHomepage: ${Homepage}\nDescription: ${binary:Synopsis}\n'
+  local fields version source_line
+  fields=$(dpkg-query -W -f="$fmt" "$pkg")
+  version=$(dpkg-query -W -f='${Version}' "$pkg")
+  # Source: the source package, with its version when it differs (a binNMU's +bN).
+  source_line=$(awk -F'|' -v v="$version" 'NR == 5 { print "Source: " $1 ($2 != v ? " (" $2 ")" : "") }' <<<"$fields")
+  awk -v src="$source_line" 'NR == 5 { print src; next } !/^[A-Za-z-]+: $/' <<<"$fields" >"$dest"
+}
+
+records=$root/var/lib/dpkg/status.d
+mkdir -p "$records"
+mapfile -t asked < <(for file in "${owned[@]}"; do candidates_of "${file#"$root"}"; done | sort -u)
+load_owners "${asked[@]}"
+declare -A owners=()
+for file in "${owned[@]}"; do
+  pkg=$(owner_of "${file#"$root"}") || exit 1
+  owners[$pkg]=1
+done
+for pkg in $(printf '%s\n' "${!owners[@]}" | sort); do
+  write_record "$pkg"
+  doc=/usr/share/doc/$pkg/copyright
+  if [[ ! -f $doc ]]; then
+    echo "$me: $pkg has no $doc" >&2
+    exit 1
+  fi
+  mkdir -p "$root/usr/share/doc/$pkg"
+  cp -L "$doc" "$root$doc"
+  echo "$me: $pkg $(dpkg-query -W -f='${Version} ${Architecture}' "$pkg")"
 done
 
 cat >"$root/etc/passwd" <<'EOF'
@@ -116,5 +200,9 @@ for bin in "$@"; do
     continue
   fi
   echo "$me: $name starts from $root: $version"
+  [[ $name == kuberay-tpu-webhook ]] && project_version=${version##* }
 done
-exit "$status"
+((status == 0)) || exit "$status"
+
+# The SBOM, from the records just written.
+bash "$(dirname "$0")/image-sbom.sh" "$root" "${project_version:-NOASSERTION}"

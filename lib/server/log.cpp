@@ -111,13 +111,47 @@ void append_text_value(std::string& out, std::string_view s) {
   }
 }
 
+// Cloud Logging's LogSeverity name for a level: GKE's logging agent reads a JSON line's
+// `severity` member into the entry's severity, and files a stderr line without one as ERROR.
+std::string_view cloud_logging_severity(spdlog::level::level_enum level) {
+  switch (level) {
+    case spdlog::level::trace:
+    case spdlog::level::debug:
+      return "DEBUG";
+    case spdlog::level::info:
+      return "INFO";
+    case spdlog::level::warn:
+      return "WARNING";
+    case spdlog::level::err:
+      return "ERROR";
+    case spdlog::level::critical:
+      return "CRITICAL";
+    default:
+      return "DEFAULT";
+  }
+}
+
+// The pattern flag %* : the line's Cloud Logging severity.
+class SeverityFlag final : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm& /*time*/,
+              spdlog::memory_buf_t& dest) override {
+    std::string_view name = cloud_logging_severity(msg.level);
+    dest.append(name.data(), name.data() + name.size());
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override {
+    return std::make_unique<SeverityFlag>();
+  }
+};
+
 // Buffers formatted lines for its own thread to write: the request path formats a line and
 // appends it under a short lock, and never makes a syscall for it. The flusher writes what is
 // pending every 200 ms, or as soon as 64 KiB are, outside that lock; flush() (warnings and errors
 // flush at once, and the last lines at exit) writes under it.
 class BufferedFdSink final : public spdlog::sinks::base_sink<std::mutex> {
  public:
-  explicit BufferedFdSink(int fd) : fd_(fd), flusher_([this] { run(); }) {}
+  BufferedFdSink(int fd, LogFormat format)
+      : fd_(fd), format_(format), flusher_([this] { run(); }) {}
   ~BufferedFdSink() override {
     {
       std::lock_guard<std::mutex> lock(stop_mu_);
@@ -168,23 +202,38 @@ class BufferedFdSink final : public spdlog::sinks::base_sink<std::mutex> {
     std::unique_lock<std::mutex> lock(stop_mu_);
     while (!stop_) {
       stop_cv_.wait_for(lock, kFlushInterval);
-      std::size_t dropped = 0;
       {
         std::lock_guard<std::mutex> lock_sink(mutex_);
         batch.swap(pending_);
         woken_ = false;
-        std::swap(dropped, dropped_);
-      }
-      if (dropped > 0) {
-        batch += "kuberay-tpu-webhook: " + std::to_string(dropped) +
-                 " log lines dropped: the log output did not keep up\n";
+        if (dropped_ > 0) {
+          append_dropped_line(batch, dropped_);
+          dropped_ = 0;
+        }
       }
       write_all(batch);
       batch.clear();
     }
   }
 
+  // A warning line of the sink's format saying that `dropped` lines were dropped. Under mutex_
+  // (the formatter's lock).
+  void append_dropped_line(std::string& out, std::size_t dropped) const {
+    bool json = format_ == LogFormat::kJson;
+    std::string body =
+        json ? R"("msg":"log lines dropped","dropped":)" : "log lines dropped dropped=";
+    body += std::to_string(dropped);
+    body += json ? R"(,"reason":"the log output did not keep up")"
+                 : R"( reason="the log output did not keep up")";
+    spdlog::details::log_msg msg("kuberay-tpu-webhook", spdlog::level::warn,
+                                 spdlog::string_view_t(body.data(), body.size()));
+    spdlog::memory_buf_t formatted;
+    formatter_->format(msg, formatted);
+    out.append(formatted.data(), formatted.size());
+  }
+
   int fd_;
+  LogFormat format_;
   std::string pending_;
   bool woken_ = false;       // under mutex_: the flusher was told 64 KiB are pending
   std::size_t dropped_ = 0;  // under mutex_
@@ -253,22 +302,25 @@ void Log::error(std::string_view msg, std::initializer_list<LogField> fields) co
 }
 void Log::debug(int v, std::string_view msg, std::initializer_list<LogField> fields) const {
   if (enabled(v)) {
-    write(spdlog::level::info, msg, fields);
+    write(spdlog::level::debug, msg, fields);
   }
 }
 void Log::flush() const { logger_->flush(); }
 
-std::string log_pattern(LogFormat format) {
-  return format == LogFormat::kJson ? R"({"time":"%Y-%m-%dT%H:%M:%S.%fZ","level":"%l",%v})"
-                                    : "%Y-%m-%dT%H:%M:%S.%fZ %L %v";
+std::unique_ptr<spdlog::formatter> make_log_formatter(LogFormat format) {
+  auto formatter = std::make_unique<spdlog::pattern_formatter>(spdlog::pattern_time_type::utc);
+  formatter->add_flag<SeverityFlag>('*');
+  formatter->set_pattern(format == LogFormat::kJson
+                             ? R"({"time":"%Y-%m-%dT%H:%M:%S.%fZ","severity":"%*","level":"%l",%v})"
+                             : "%Y-%m-%dT%H:%M:%S.%fZ %L %v");
+  return formatter;
 }
 
 std::shared_ptr<spdlog::logger> make_stderr_logger(LogFormat format) {
-  auto sink = std::make_shared<BufferedFdSink>(STDERR_FILENO);
-  sink->set_formatter(std::make_unique<spdlog::pattern_formatter>(log_pattern(format),
-                                                                  spdlog::pattern_time_type::utc));
+  auto sink = std::make_shared<BufferedFdSink>(STDERR_FILENO, format);
+  sink->set_formatter(make_log_formatter(format));
   auto logger = std::make_shared<spdlog::logger>("kuberay-tpu-webhook", std::move(sink));
-  logger->set_level(spdlog::level::info);
+  logger->set_level(spdlog::level::debug);  // --v gates debug lines
   logger->flush_on(spdlog::level::warn);
   return logger;
 }

@@ -7,8 +7,12 @@
 //   server::Log log(logger, server::LogFormat::kJson, /*verbosity=*/0);
 //   log.info("admission", {{"uid", uid}, {"latency_us", 143}});
 //   //
-//   {"time":"2025-05-20T10:00:00.123456Z","level":"info","msg":"admission","uid":"...","latency_us":143}
+//   {"time":"2025-05-20T10:00:00.123456Z","severity":"INFO","level":"info","msg":"admission","uid":"...","latency_us":143}
 //   // text: 2025-05-20T10:00:00.123456Z I admission uid=... latency_us=143
+//
+// A JSON line's `severity` is Cloud Logging's LogSeverity name for its level (DEBUG, INFO,
+// WARNING, ERROR, CRITICAL), which GKE's logging agent reads from a JSON line on stdout or stderr
+// into the entry's severity; `level` is spdlog's name, kept for readers of earlier lines.
 //
 // Values are escaped (JSON strings, or logfmt quoting for text), so a hostile uid cannot forge a
 // line, and bounded: the message and each key and string value are cut after kMaxLogValueBytes
@@ -17,6 +21,7 @@
 // JSON. Certificate material is never passed in. Thread-safe; the sink make_stderr_logger builds
 // buffers lines and writes them in batches off the request path (errors are written at once).
 
+#include <spdlog/formatter.h>
 #include <spdlog/logger.h>
 
 #include <cstddef>
@@ -59,7 +64,8 @@ class Log {
   void info(std::string_view msg, std::span<const LogField> fields) const;
   void warn(std::string_view msg, std::initializer_list<LogField> fields = {}) const;
   void error(std::string_view msg, std::initializer_list<LogField> fields = {}) const;
-  // Logged at info level when v <= --v.
+  // Logged at debug level (text `D`, JSON severity DEBUG) when v <= --v; the logger's own level
+  // must let debug lines through (make_stderr_logger's does: --v alone decides).
   void debug(int v, std::string_view msg, std::initializer_list<LogField> fields = {}) const;
   // Writes buffered lines out.
   void flush() const;
@@ -79,10 +85,11 @@ class Log {
 
 // A logger named "kuberay-tpu-webhook" writing `format` lines (UTC times) to standard error
 // through a buffered sink: lines are batched and written at least every 200 ms, warnings and
-// errors at once. Its pattern is the one `Log` expects.
+// errors at once. Its formatter is make_log_formatter's, and its level lets debug lines through.
 std::shared_ptr<spdlog::logger> make_stderr_logger(LogFormat format);
 
-// The spdlog pattern for `format` (time, level, then the rendered body).
-std::string log_pattern(LogFormat format);
+// The formatter for `format`, UTC times: text `TIME L body`, or JSON
+// `{"time":"TIME","severity":"SEVERITY","level":"level",body}`. Tests give it to their own sinks.
+std::unique_ptr<spdlog::formatter> make_log_formatter(LogFormat format);
 
 }  // namespace server

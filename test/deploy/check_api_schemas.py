@@ -231,6 +231,36 @@ def breakage_cases(base):
     broken_monitor["spec"]["endpoints"][0]["intervall"] = "30s"
     cases.append(("an unknown field in a ServiceMonitor", [broken_monitor],
                   [(".spec.endpoints[0].intervall", "unknown field")]))
+    # PodMonitoring has no model in the packages: schema/crds/ holds one written from its CRD.
+    pod_monitoring = {"apiVersion": "monitoring.googleapis.com/v1", "kind": "PodMonitoring",
+                      "metadata": {"name": dc.NAME, "namespace": dc.NAMESPACE},
+                      "spec": {"selector": {"matchLabels": dict(dc.SELECTOR)},
+                               "endpoints": [{"port": "health", "path": "/metrics",
+                                              "scheme": "http", "interval": "30s",
+                                              "timeout": "10s"}]}}
+    cases.append(("a valid PodMonitoring", [pod_monitoring], []))
+
+    def broken_pm(name, breaker, expect):
+        obj = copy.deepcopy(pod_monitoring)
+        breaker(obj["spec"])
+        cases.append((name, [obj], expect))
+    broken_pm("a ServiceMonitor's field in a PodMonitoring",
+              lambda s: s["endpoints"][0].update(scrapeTimeout="5s"),
+              [(".spec.endpoints[0].scrapeTimeout", "unknown field")])
+    broken_pm("an unknown field in a PodMonitoring's selector",
+              lambda s: s["selector"].update(namespaceSelector={}),
+              [(".spec.selector.namespaceSelector", "unknown field")])
+    broken_pm("a PodMonitoring without endpoints", lambda s: s.pop("endpoints"),
+              [(".spec.endpoints", "required field is missing")])
+    broken_pm("a PodMonitoring interval that is no Prometheus duration",
+              lambda s: s["endpoints"][0].update(interval="1.5s"),
+              [(".spec.endpoints[0].interval", "must match pattern")])
+    broken_pm("a PodMonitoring scheme not in the enum",
+              lambda s: s["endpoints"][0].update(scheme="HTTP"),
+              [(".spec.endpoints[0].scheme", 'must be one of "http", "https"')])
+    broken_pm("a PodMonitoring scrape timeout longer than its interval",
+              lambda s: s["endpoints"][0].update(interval="10s", timeout="1m"),
+              [(".spec.endpoints[0].timeout", "must not be greater than scrape interval")])
     broken_rule = copy.deepcopy(rule)
     del broken_rule["spec"]["groups"][0]["rules"][0]["expr"]
     cases.append(("a PrometheusRule rule without expr", [broken_rule],

@@ -143,6 +143,9 @@ def expect_default_install(objs, idx, r):
     quota = idx[("ResourceQuota", dc.CRITICAL_QUOTA)]["spec"]
     r.check(quota["hard"] == {"pods": "6"}, f"ResourceQuota hard {quota['hard']}, want pods 6 "
                                              "(2 x (2 replicas + 1 surge))")
+    r.check(("PodMonitoring", dc.NAME) not in idx, "PodMonitoring rendered by default")
+    r.check(c["image"] == "kuberay-tpu-webhook:0.3.0", f"image {c['image']}, want "
+            "kuberay-tpu-webhook:0.3.0 (the repository and the chart's appVersion)")
     role = idx[("Role", dc.LEASE_ROLE)]
     r.check(role["rules"] == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
                                "verbs": ["get", "list", "watch", "create", "update", "delete"]}],
@@ -253,6 +256,60 @@ def expect_metrics_service_only(objs, idx, r):
 def expect_monitor_brings_service(objs, idx, r):
     r.check(("Service", "kuberay-tpu-webhook-metrics") in idx and ("ServiceMonitor", dc.NAME) in idx,
             "serviceMonitor.enabled without service.enabled must render both")
+
+
+POD_MONITORING = ("PodMonitoring", dc.NAME)
+DIGEST = "sha256:" + "5f0e" * 16  # 64 hex digits, written out
+MANAGED_PROMETHEUS = tw(
+    image={"repository": "registry.example.com/kuberay-tpu-webhook", "tag": "v9",
+           "digest": DIGEST},
+    metrics={"podMonitoring": {"enabled": True, "interval": "15s", "scrapeTimeout": "5s",
+                               "labels": {"team": "ml"}}})
+
+
+def expect_pod_monitoring(interval, timeout, labels):
+    """A PodMonitoring that scrapes /metrics over plain HTTP on the container's port named
+    health, of the webhook's Pods only, every interval with timeout; no Service or
+    ServiceMonitor for it."""
+    def check(objs, idx, r):
+        pod_monitoring_is(idx, interval, timeout, labels, r)
+    return check
+
+
+def expect_managed_prometheus(objs, idx, r):
+    """The image by digest (the tag ignored), and the PodMonitoring with its values set."""
+    r.check(container(idx)["image"] == "registry.example.com/kuberay-tpu-webhook@sha256:" +
+            "5f0e" * 16, f"image {container(idx)['image']}, want repository@digest")
+    pod_monitoring_is(idx, "15s", "5s", {"team": "ml"}, r)
+
+
+def pod_monitoring_is(idx, interval, timeout, labels, r):
+    pm = idx.get(POD_MONITORING)
+    if not r.check(pm is not None, "PodMonitoring missing"):
+        return
+    r.check(pm["apiVersion"] == "monitoring.googleapis.com/v1",
+            f"PodMonitoring apiVersion {pm['apiVersion']}")
+    r.check(pm["metadata"]["namespace"] == dc.NAMESPACE, "PodMonitoring namespace")
+    r.check(dc.subset(labels, pm["metadata"]["labels"]) and
+            dc.subset(pm["metadata"]["labels"], {**dc.SELECTOR, **labels,
+                                                 **idx[("Service", dc.NAME)]["metadata"]["labels"]}),
+            f"PodMonitoring labels {pm['metadata']['labels']}, want the chart's and {labels}")
+    sel = pm["spec"]["selector"]
+    pod_labels = deployment(idx)["spec"]["template"]["metadata"]["labels"]
+    r.check(list(sel) == ["matchLabels"] and sel["matchLabels"]
+            and dc.subset(sel["matchLabels"], pod_labels),
+            f"PodMonitoring selector {sel} does not select the webhook's Pods ({pod_labels})")
+    r.check(sel.get("matchLabels") == deployment(idx)["spec"]["selector"]["matchLabels"],
+            "PodMonitoring selector is not the Deployment's")
+    eps = pm["spec"]["endpoints"]
+    health = [p for p in container(idx)["ports"] if p.get("name") == "health"]
+    r.check(len(health) == 1 and health[0]["containerPort"] == dc.HEALTH_PORT,
+            f"the container's health port {health}")
+    r.check(eps == [{"port": "health", "path": "/metrics", "scheme": "http",
+                     "interval": interval, "timeout": timeout}], f"PodMonitoring endpoints {eps}")
+    r.check(("ServiceMonitor", dc.NAME) not in idx and
+            ("Service", "kuberay-tpu-webhook-metrics") not in idx,
+            "PodMonitoring alone rendered a metrics Service or ServiceMonitor")
 
 
 EVERYTHING = tw(
@@ -550,6 +607,10 @@ VARIANTS = [
              "podSecurityContext": {"runAsNonRoot": True, "runAsUser": 1234,
                                     "seccompProfile": {"type": "RuntimeDefault"}}}),
       None, {"namespace_created": True}, expect_metrics_service_only),
+    V("PodMonitoring for Managed Prometheus, image by digest", MANAGED_PROMETHEUS, None,
+      {}, expect_managed_prometheus),
+    V("PodMonitoring with its defaults", tw(metrics={"podMonitoring": {"enabled": True}}), None,
+      {}, expect_pod_monitoring("30s", "10s", {})),
     V("ServiceMonitor alone brings its Service", tw(metrics={"serviceMonitor": {"enabled": True}}),
       None, {}, expect_monitor_brings_service),
     V("PrometheusRule and Grafana dashboard, with labels", MONITORING, None, {},

@@ -22,6 +22,13 @@ without a container engine.
       binary starts (`--version`) through the staged loader with only the staged libraries
       resolved (and, as root, chrooted into the tree). Exit 77 (skipped) when a binary is not
       built yet, after checking the ones that are.
+      And what scanners read: every file of the staged root that comes from Debian (each
+      library, the loader, /etc/os-release, /etc/debian_version) belongs, by `dpkg -S` run here
+      on its path (or the path with its symlinks resolved), to a package that has a record in
+      /var/lib/dpkg/status.d/<package> whose Package, Version, Architecture and Source are
+      dpkg-query's, and a /usr/share/doc/<package>/copyright equal to the build machine's;
+      there is no record of any other package; the SPDX 2.3 SBOM in /usr/share/sbom/ parses
+      and names each package with its version and purl, and the project with its version.
 """
 import argparse
 import filecmp
@@ -34,6 +41,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import urllib.parse
 
 SKIP = 77
 BINARIES = [os.path.join("cmd", "webhook", "kuberay-tpu-webhook"),
@@ -41,8 +49,16 @@ BINARIES = [os.path.join("cmd", "webhook", "kuberay-tpu-webhook"),
             os.path.join("cmd", "kubectl-tpu-slice", "kubectl-tpu_slice")]
 # Bases without a shell or package manager; distroless may carry a tag (:nonroot) or digest.
 RUNTIME_BASES = ("scratch", "gcr.io/distroless/cc-debian12")
-BUILD_BASES = ("debian:bookworm", "debian:12")
+BUILD_BASES = ("debian:bookworm", "debian:12", "debian:bookworm-slim", "debian:12-slim")
+# The build stage's base comes from a build argument whose default is pinned by digest.
+PINNED = re.compile(r"^(?P<name>[^@]+)@sha256:[0-9a-f]{64}$")
+# What the staging script adds for scanners, besides the binaries, the libraries and /etc.
+RECORDS_DIR = "/var/lib/dpkg/status.d/"
+DOC_DIR = "/usr/share/doc/"
+SBOM = "/usr/share/sbom/kuberay-tpu-webhook.spdx.json"
+RELEASE_FILES = ("/etc/os-release", "/etc/debian_version")
 STAGE_SCRIPT = "scripts/stage-image-root.sh"
+SBOM_SCRIPT = "scripts/image-sbom.sh"  # which the staging script runs
 BIN_DIR = "/usr/local/bin"  # where the staging script puts the binaries
 # A sanitizer build links these; the image is built without sanitizers.
 SANITIZER_LIB = re.compile(r"lib(asan|ubsan|tsan|lsan)\.so")
@@ -67,13 +83,33 @@ def instructions(text):
     return out
 
 
+def global_args(instrs):
+    """{name: default} of the ARGs before the first FROM (the ones a FROM may use)."""
+    out = {}
+    for kw, arg in instrs:
+        if kw == "FROM":
+            break
+        if kw == "ARG":
+            name, _, default = arg.partition("=")
+            out[name.strip()] = default.strip().strip('"')
+    return out
+
+
 def stages(instrs):
+    """The stages: {"base", "name", "instrs"}, and "written" (the FROM's own text) when the
+    base comes from a build argument, whose default it is resolved to."""
     out = []
+    args = global_args(instrs)
     for kw, arg in instrs:
         if kw == "FROM":
             parts = arg.split()
             name = parts[2] if len(parts) >= 3 and parts[1].lower() == "as" else None
-            out.append({"base": parts[0], "name": name, "instrs": []})
+            base = re.sub(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?",
+                          lambda m: args.get(m.group(1), m.group(0)), parts[0])
+            stage = {"base": base, "name": name, "instrs": []}
+            if base != parts[0]:
+                stage["written"] = parts[0]
+            out.append(stage)
         elif out:
             out[-1]["instrs"].append((kw, arg))
     return out
@@ -108,8 +144,14 @@ def check_static(root, fail):
         fail(f"want a multi-stage build, got {len(st)} stage(s)")
         return None
     build, final = st[0], st[-1]
-    if build["base"] not in BUILD_BASES:
-        fail(f"build stage FROM {build['base']}, want Debian 12 ({' or '.join(BUILD_BASES)})")
+    pinned = PINNED.match(build["base"])
+    if not pinned or pinned.group("name") not in BUILD_BASES:
+        fail(f"build stage FROM {build['base']}, want Debian 12 ({' or '.join(BUILD_BASES)}) "
+             "pinned by digest (@sha256:<64 hex digits>)")
+    if "written" not in build:
+        fail(f"build stage FROM {build['base']} names its base itself: take it from a build "
+             "argument (ARG BASE_IMAGE=...@sha256:... before FROM ${BASE_IMAGE}), so that a "
+             "local or mirrored base can be given with --build-arg")
     r = runs(build)
     if not re.search(r"SETUP_MINIMAL=1\s+bash\s+scripts/setup\.sh", r):
         fail("build stage does not run SETUP_MINIMAL=1 bash scripts/setup.sh")
@@ -184,7 +226,8 @@ def check_static(root, fail):
         for must in (".git", "build"):
             if not any(fnmatch.fnmatch(must, p) for p in pats):
                 fail(f".dockerignore does not exclude {must}")
-        for keep in ("CMakeLists.txt", "lib", "cmd", "scripts", "scripts/setup.sh", STAGE_SCRIPT):
+        for keep in ("CMakeLists.txt", "lib", "cmd", "scripts", "scripts/setup.sh", STAGE_SCRIPT,
+                     SBOM_SCRIPT):
             hit = [p for p in pats if not p.startswith("!") and fnmatch.fnmatch(keep, p)]
             if hit:
                 fail(f".dockerignore pattern {hit} excludes {keep}, which the build needs")
@@ -246,7 +289,8 @@ def check_tree(rootfs, bins, need, loaders, info, fail, sanitized=False):
         fail(f"the staged root has symlinks {links}: stage the files themselves")
     names = [os.path.basename(b) for b in bins]
     staged_bins = {f"{BIN_DIR}/{n}": b for n, b in zip(names, bins)}
-    libs = {p for p in files if p not in staged_bins and not p.startswith("/etc/")}
+    libs = {p for p in files if p not in staged_bins and not p.startswith("/etc/")
+            and not p.startswith((RECORDS_DIR, DOC_DIR)) and p != SBOM}
     lacking, extra = sorted(need - libs), sorted(libs - need)
     if lacking:
         fail(f"the staged root lacks {lacking}, which ldd reports")
@@ -256,6 +300,7 @@ def check_tree(rootfs, bins, need, loaders, info, fail, sanitized=False):
         if not os.path.islink(files[lib]) and \
                 not filecmp.cmp(files[lib], os.path.realpath(lib), shallow=False):
             fail(f"the staged {lib} differs from the build machine's")
+    check_records(rootfs, files, sorted(libs | set(RELEASE_FILES)), fail)
     for path, b in staged_bins.items():
         if path not in files:
             fail(f"the staged root lacks {path}")
@@ -320,6 +365,173 @@ def check_tree(rootfs, bins, need, loaders, info, fail, sanitized=False):
                      f"{(ch.stdout + ch.stderr).strip()[:200]!r}")
             else:
                 print(f"{name} starts chrooted into the staged root: {ch.stdout.strip()}")
+
+
+def owner_candidates(path):
+    """The path, the path with its directories' symlinks resolved (/lib is /usr/lib on Debian
+    12), then with the file's own symlink resolved too (libfoo.so.1 -> libfoo.so.1.2.3)."""
+    real_dir = os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+    return list(dict.fromkeys([path, real_dir, os.path.realpath(path)]))
+
+
+def dpkg_owners(paths):
+    """{path: the Debian package that owns it, by `dpkg -S` (first of its owner_candidates that
+    a package owns), "a,b" when several do, None when none does}. One dpkg run for all: dpkg
+    reads its whole file database for each."""
+    asked = sorted({c for p in paths for c in owner_candidates(p)})
+    out = subprocess.run(["dpkg", "-S"] + asked, capture_output=True, text=True)
+    owned = {}
+    for line in out.stdout.splitlines():
+        if line.startswith("diversion ") or ": " not in line:
+            continue
+        pkgs, _, path = line.partition(": ")
+        owned[path] = ",".join(sorted({o.split(":")[0] for o in pkgs.split(", ")}))
+    return {p: next((owned[c] for c in owner_candidates(p) if c in owned), None) for p in paths}
+
+
+def dpkg_fields(pkgs):
+    """{package: {"Version", "Architecture", "Source"}} from dpkg-query, in one run."""
+    out = subprocess.run(["dpkg-query", "-W", "-f=${Package}\\t${Version}\\t${Architecture}\\t"
+                          "${source:Package}\\n"] + sorted(pkgs), capture_output=True, text=True)
+    fields = {}
+    for line in out.stdout.splitlines():
+        name, version, arch, source = line.split("\t")
+        fields[name] = {"Version": version, "Architecture": arch, "Source": source}
+    missing = set(pkgs) - set(fields)
+    if missing:
+        raise RuntimeError(f"dpkg-query -W {sorted(missing)}: {out.stderr.strip()}")
+    return fields
+
+
+def read_record(path):
+    """A status.d record's fields (one stanza, `Key: value` lines)."""
+    fields = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.strip() and not line[0].isspace():
+                key, _, value = line.rstrip("\n").partition(": ")
+                fields[key] = value
+    return fields
+
+
+def purl(name, version, arch):
+    """The purl of a Debian 12 package, by the purl specification: name and version
+    percent-encoded (letters, digits and . - _ ~ stay)."""
+    q = lambda s: urllib.parse.quote(s, safe="")
+    return f"pkg:deb/debian/{q(name)}@{q(version)}?arch={arch}&distro=debian-12"
+
+
+def check_records(rootfs, files, debian_files, fail):
+    """What scanners read, checked against dpkg on this machine (see the module's doc)."""
+    owners = {}
+    owner_of = dpkg_owners(debian_files)
+    for path in debian_files:
+        pkg = owner_of[path]
+        if pkg is None or "," in pkg:
+            fail(f"{path}: owned by {pkg or 'no Debian package'} (dpkg -S): a scanner cannot "
+                 "name the package it comes from")
+            continue
+        owners.setdefault(pkg, []).append(path)
+    records = {p[len(RECORDS_DIR):] for p in files if p.startswith(RECORDS_DIR)}
+    dpkg = dpkg_fields(owners) if owners else {}
+    for extra in sorted(records - set(owners)):
+        fail(f"{RECORDS_DIR}{extra}: a record of a package no staged file comes from")
+    for pkg, paths in sorted(owners.items()):
+        rec_path = os.path.join(rootfs, RECORDS_DIR.lstrip("/"), pkg)
+        if pkg not in records:
+            fail(f"{', '.join(paths)} come(s) from {pkg}, which has no {RECORDS_DIR}{pkg}")
+            continue
+        rec = read_record(rec_path)
+        want = {"Package": pkg, "Version": dpkg[pkg]["Version"],
+                "Architecture": dpkg[pkg]["Architecture"]}
+        for key, value in want.items():
+            if rec.get(key) != value:
+                fail(f"{RECORDS_DIR}{pkg}: {key} {rec.get(key)!r}, dpkg-query says {value!r}")
+        source = dpkg[pkg]["Source"]
+        if (rec.get("Source") or "").split(" (")[0] != source:
+            fail(f"{RECORDS_DIR}{pkg}: Source {rec.get('Source')!r}, dpkg-query says {source!r}")
+        if "Status" in rec and rec["Status"] != "install ok installed":
+            fail(f"{RECORDS_DIR}{pkg}: Status {rec['Status']!r}: scanners skip it")
+        doc = f"{DOC_DIR}{pkg}/copyright"
+        if doc not in files:
+            fail(f"the staged root lacks {doc}")
+        elif not filecmp.cmp(files[doc], os.path.realpath(doc), shallow=False):
+            fail(f"the staged {doc} differs from the build machine's")
+        print(f"package {pkg} {want['Version']} {want['Architecture']}: {', '.join(paths)}")
+    for path in RELEASE_FILES:
+        if path not in files or not filecmp.cmp(files[path], path, shallow=False):
+            fail(f"the staged {path} is missing or differs from the build machine's")
+    check_sbom(files, owners, dpkg, fail)
+
+
+def check_sbom(files, owners, dpkg, fail):
+    """The SPDX 2.3 SBOM names each package of the records with its version and purl, and the
+    project with the version its binary reports."""
+    if SBOM not in files:
+        fail(f"the staged root lacks the SBOM {SBOM}")
+        return
+    try:
+        with open(files[SBOM], encoding="utf-8") as f:
+            doc = json.load(f)
+    except ValueError as e:
+        fail(f"{SBOM} is not JSON: {e}")
+        return
+    for key, value in (("spdxVersion", "SPDX-2.3"), ("dataLicense", "CC0-1.0"),
+                       ("SPDXID", "SPDXRef-DOCUMENT")):
+        if doc.get(key) != value:
+            fail(f"{SBOM}: {key} {doc.get(key)!r}, want {value!r}")
+    if not re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ",
+                        str((doc.get("creationInfo") or {}).get("created"))):
+        fail(f"{SBOM}: creationInfo.created {doc.get('creationInfo')!r}")
+    if not str(doc.get("documentNamespace", "")).startswith("https://"):
+        fail(f"{SBOM}: documentNamespace {doc.get('documentNamespace')!r}")
+    pkgs = doc.get("packages") or []
+    ids = [p.get("SPDXID") for p in pkgs]
+    if len(set(ids)) != len(ids):
+        fail(f"{SBOM}: SPDXIDs used twice: {ids}")
+    by_name = {}
+    for p in pkgs:
+        by_name.setdefault(p.get("name"), []).append(p)
+    for pkg in sorted(owners):
+        version, arch = dpkg[pkg]["Version"], dpkg[pkg]["Architecture"]
+        got = by_name.get(pkg, [])
+        if len(got) != 1:
+            fail(f"{SBOM}: {len(got)} packages named {pkg}, want 1")
+            continue
+        refs = [r.get("referenceLocator") for r in got[0].get("externalRefs") or []
+                if r.get("referenceType") == "purl"]
+        if got[0].get("versionInfo") != version or refs != [purl(pkg, version, arch)]:
+            fail(f"{SBOM}: {pkg}: version {got[0].get('versionInfo')!r}, purl {refs}; want "
+                 f"{version!r}, {purl(pkg, version, arch)!r}")
+    # The encoding, by hand, where Debian 12's names and versions need it.
+    locators = {r.get("referenceLocator") for p in pkgs for r in p.get("externalRefs") or []}
+    for pkg, prefix in (("libstdc++6", "pkg:deb/debian/libstdc%2B%2B6@"),
+                        ("zlib1g", "pkg:deb/debian/zlib1g@1%3A")):
+        if pkg in owners and not any(str(x).startswith(prefix) for x in locators):
+            fail(f"{SBOM}: no purl of {pkg} starts with {prefix}")
+    others = set(by_name) - set(owners) - {"kuberay-tpu-webhook"}
+    if others:
+        fail(f"{SBOM}: packages {sorted(others)} that no staged file comes from")
+    project = by_name.get("kuberay-tpu-webhook", [])
+    server = files.get(f"{BIN_DIR}/kuberay-tpu-webhook")
+    if len(project) != 1:
+        fail(f"{SBOM}: no package kuberay-tpu-webhook (the project)")
+    elif server:
+        out = subprocess.run([server, "--version"], capture_output=True, text=True)
+        version = out.stdout.split()[-1] if out.stdout.split() else None
+        if project[0].get("versionInfo") != version:
+            fail(f"{SBOM}: kuberay-tpu-webhook version {project[0].get('versionInfo')!r}, the "
+                 f"binary says {version!r}")
+    described = [r.get("relatedSpdxElement") for r in doc.get("relationships") or []
+                 if r.get("spdxElementId") == "SPDXRef-DOCUMENT"
+                 and r.get("relationshipType") == "DESCRIBES"]
+    if project and described != [project[0].get("SPDXID")]:
+        fail(f"{SBOM}: the document DESCRIBES {described}, want the project")
+    for r in doc.get("relationships") or []:
+        for end in (r.get("spdxElementId"), r.get("relatedSpdxElement")):
+            if end != "SPDXRef-DOCUMENT" and end not in ids:
+                fail(f"{SBOM}: a relationship names {end}, which is no package")
+    print(f"SBOM: {len(pkgs)} packages checked")
 
 
 def check_libs(root, build_dir, info, fail):

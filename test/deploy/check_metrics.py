@@ -6,7 +6,9 @@ agree, and the alerts fire when they should.
       `promtool check rules` on the chart's rule file (files/alerts.yaml), `promtool test rules`
       on test/deploy/alerts_test.yaml; every alert has a case that makes it fire and one that
       keeps it silent, every case names an alert of the file; every rule has a severity
-      (critical, warning or info), a summary and a description; docs/metrics.md has a section
+      (critical, warning or info), a summary, a description and a runbook_url; every
+      runbook_url is docs/metrics.md at the release's tag (v<Chart.yaml appVersion>) with the
+      anchor of the alert's own section, an anchor that page has; docs/metrics.md has a section
       for every alert and none other, and its table gives each alert's severity and `for`.
   check_metrics.py --root REPO --names [--promtool P]                    (deploy.metrics_names)
       The families the server can export, read from its source (lib/server/metrics.cpp,
@@ -48,6 +50,12 @@ CHART = os.path.join("deploy", "helm", "kuberay-tpu-webhook")
 RULES = os.path.join(CHART, "files", "alerts.yaml")
 DASHBOARD = os.path.join(CHART, "files", "dashboard.json")
 RULES_TEST = os.path.join("test", "deploy", "alerts_test.yaml")
+CHART_YAML = os.path.join(CHART, "Chart.yaml")
+# Where an alert's runbook_url points: docs/metrics.md of the project's repository at the tag of
+# the chart's appVersion (a tag never moves, so the section stays the one of the rule that fired),
+# then `#` and the anchor of the alert's section.
+RUNBOOK_BASE = ("https://github.com/kuberay-tpu-webhook/kuberay-tpu-webhook/blob/v{version}"
+                "/docs/metrics.md")
 METRICS_DOC = os.path.join("docs", "metrics.md")
 SERVER_SRC = os.path.join("lib", "server", "metrics.cpp")
 KUBE_SRC = os.path.join("lib", "kube", "live_cluster.cpp")
@@ -178,6 +186,61 @@ def compare_families(want, got, where, r):
                           f"{sorted(wl)}")
 
 
+def heading_anchors(doc):
+    """The anchors GitHub gives the Markdown headings of a page: the text lowercased, every
+    character but letters, digits, spaces, `-` and `_` dropped, spaces made `-`; a repeated
+    anchor gets -1, -2, ... Headings inside fenced code blocks are not headings."""
+    anchors, seen, fenced = set(), {}, False
+    for line in doc.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+            continue
+        m = None if fenced else re.match(r"#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if not m:
+            continue
+        text = re.sub(r"[`*]|\[([^\]]*)\]\([^)]*\)", lambda x: x.group(1) or "", m.group(1))
+        slug = re.sub(r"[^\w\- ]", "", text.lower()).replace(" ", "-")
+        n = seen.get(slug, 0)
+        seen[slug] = n + 1
+        anchors.add(slug if n == 0 else f"{slug}-{n}")
+    return anchors
+
+
+def app_version(root, r):
+    try:
+        with open(os.path.join(root, CHART_YAML)) as f:
+            return str(yaml.safe_load(f)["appVersion"])
+    except (OSError, yaml.YAMLError, KeyError, TypeError) as e:
+        r.check(False, f"{CHART_YAML}: no appVersion: {e}")
+        return None
+
+
+def check_runbooks(root, rules, doc, r):
+    """Every alert's runbook_url is RUNBOOK_BASE at the chart's appVersion, `#`, and the anchor
+    of the alert's own `### <alert>` section, which docs/metrics.md has."""
+    version = app_version(root, r)
+    base = RUNBOOK_BASE.format(version=version)
+    anchors = heading_anchors(doc)
+    checked = 0
+    for rule in rules:
+        name = rule.get("alert")
+        if not name:
+            continue
+        url = str((rule.get("annotations") or {}).get("runbook_url") or "").strip()
+        if not r.check(url, f"{RULES}: {name}: no runbook_url annotation (want "
+                            f"{base}#{name.lower()})"):
+            continue
+        page, _, anchor = url.partition("#")
+        r.check(page == base, f"{RULES}: {name}: runbook_url {url}: want the page {base} (the "
+                              f"tag of appVersion {version} in {CHART_YAML})")
+        r.check(anchor == name.lower(), f"{RULES}: {name}: runbook_url anchor #{anchor}, want "
+                                        f"#{name.lower()}, the alert's own section")
+        if r.check(anchor in anchors, f"{RULES}: {name}: runbook_url anchor #{anchor} is not a "
+                                      f"heading of {METRICS_DOC}"):
+            checked += 1
+    print(f"runbooks: {checked} runbook_url anchors found in {METRICS_DOC}")
+
+
 def documented_alerts(doc, r):
     """{alert: (severity, for)} from the table `| alert | severity | for | fires when |`, and
     the alert names of the `### ` headings under "## Alerts"."""
@@ -257,6 +320,7 @@ def check_rules(root, promtool, r):
         r.check(name in silent, f"{RULES_TEST}: no case checks that {name} stays silent")
 
     doc = read(root, METRICS_DOC)
+    check_runbooks(root, rules, doc, r)
     table, headings = documented_alerts(doc, r)
     for name, (sev, dur) in sorted(alerts.items()):
         r.check(name in headings, f"{METRICS_DOC}: no \"### {name}\" under \"## Alerts\"")
@@ -583,6 +647,17 @@ BREAKAGE = [
      "the table says severity info"),
     ("an alert not explained in the docs", "rules", METRICS_DOC, f"### {ALERT}\n",
      f"### The claim denials alert\n", f"no \"### {ALERT}\""),
+    ("an alert without a runbook_url", "rules", RULES,
+     f"\n          runbook_url: >-\n            {RUNBOOK_BASE.format(version='0.3.0')}"
+     f"#{ALERT.lower()}\n", "\n", f"{ALERT}: no runbook_url annotation"),
+    ("a runbook_url to another alert's section", "rules", RULES,
+     f"#{ALERT.lower()}\n", "#kuberaytpuwebhookclaimapierrors\n",
+     f"{ALERT}: runbook_url anchor #kuberaytpuwebhookclaimapierrors, want"),
+    ("a runbook_url whose section the docs lost", "rules", METRICS_DOC,
+     "### KubeRayTPUWebhookSlotConflict\n", "### Slot conflicts\n",
+     "runbook_url anchor #kuberaytpuwebhookslotconflict is not a heading"),
+    ("a runbook_url at another release's tag", "rules", CHART_YAML,
+     'appVersion: "0.3.0"', 'appVersion: "0.4.0"', "want the page"),
 ]
 
 
@@ -590,7 +665,7 @@ def copy_tree(root, dst):
     """The files the checks read, and only those."""
     docs = [os.path.join("docs", n) for n in os.listdir(os.path.join(root, "docs"))
             if n.endswith(".md")]
-    for rel in [SERVER_SRC, KUBE_SRC, RULES, DASHBOARD, RULES_TEST] + docs + PROSE:
+    for rel in [SERVER_SRC, KUBE_SRC, RULES, DASHBOARD, RULES_TEST, CHART_YAML] + docs + PROSE:
         if os.path.exists(os.path.join(root, rel)):
             os.makedirs(os.path.dirname(os.path.join(dst, rel)), exist_ok=True)
             shutil.copy(os.path.join(root, rel), os.path.join(dst, rel))

@@ -42,6 +42,43 @@ const PACKAGES = [
   "@kubernetes-models/prometheus-operator",
 ];
 
+// Kinds that no package has a model of, checked against a JSON Schema of crds/ written from the
+// kind's published CRD (every object in it refuses unknown fields), with ajv (the validator the
+// model packages use, pinned by package-lock.json), and the CRD's rules across fields (its
+// x-kubernetes-validations), which a JSON Schema cannot say, as a function of the object.
+const LOCAL_SCHEMAS = {
+  "monitoring.googleapis.com/v1 PodMonitoring": {
+    file: "crds/podmonitoring.monitoring.googleapis.com-v1.json",
+    rules: podMonitoringRules,
+  },
+};
+
+// A Prometheus duration (1h30m, 15s, 500ms) in milliseconds; NaN when it is not one.
+function prometheusMillis(text) {
+  const m = /^(?:([0-9]+)y)?(?:([0-9]+)w)?(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?(?:([0-9]+)ms)?$/
+    .exec(String(text));
+  if (!m || text === "") return NaN;
+  const unit = [365 * 86400e3, 7 * 86400e3, 86400e3, 3600e3, 60e3, 1e3, 1];
+  return m.slice(1).reduce((sum, n, i) => sum + (n ? Number(n) * unit[i] : 0), 0);
+}
+
+// The PodMonitoring CRD's rule on each endpoint: its scrape timeout is at most its interval.
+function podMonitoringRules(obj) {
+  const out = [];
+  const endpoints = obj.spec && Array.isArray(obj.spec.endpoints) ? obj.spec.endpoints : [];
+  endpoints.forEach((ep, i) => {
+    if (!ep || ep.timeout === undefined) return;
+    const timeout = prometheusMillis(ep.timeout);
+    const interval = prometheusMillis(ep.interval);
+    if (timeout > interval) {
+      out.push({ segments: ["spec", "endpoints", i, "timeout"],
+        msg: `scrape timeout (${ep.timeout}) must not be greater than scrape interval ` +
+          `(${ep.interval})` });
+    }
+  });
+  return out;
+}
+
 // "<apiVersion> <kind>" -> why objects of that kind may go unchecked. Keep it empty unless a
 // kind has no model in any package; every entry is a hole in the check.
 const ALLOWED_UNCHECKED = {};
@@ -79,6 +116,17 @@ try {
 }
 
 const modelCache = new Map();
+let ajv;
+
+// The validator of a LOCAL_SCHEMAS entry: {validate, rules}.
+function localModel(entry) {
+  if (!ajv) {
+    const Ajv = require("ajv");
+    ajv = new (Ajv.default || Ajv)({ allErrors: true, strict: true });
+  }
+  const url = new URL(entry.file, import.meta.url);
+  return { local: ajv.compile(JSON.parse(readFileSync(url, "utf8"))), rules: entry.rules };
+}
 
 // The model class of an apiVersion/kind, or a string saying why there is none.
 function modelFor(apiVersion, kind) {
@@ -89,9 +137,11 @@ function modelFor(apiVersion, kind) {
   const version = String(apiVersion).split("/").pop();
   if (typeof apiVersion !== "string" || typeof kind !== "string") {
     result = "apiVersion and kind must be strings";
+  } else if (LOCAL_SCHEMAS[key]) {
+    result = localModel(LOCAL_SCHEMAS[key]);
   } else if (!pkg) {
     result = `no schema for apiVersion ${apiVersion} (known groups: the built-in API, ` +
-      "cert-manager.io, monitoring.coreos.com)";
+      "cert-manager.io, monitoring.coreos.com, and PodMonitoring of monitoring.googleapis.com)";
   } else if (!/^v[0-9]+$/.test(version) && !PRE_GA_SERVED[apiVersion]) {
     result = `${apiVersion} is not a GA version: Kubernetes 1.29 and later have removed it or ` +
       "do not serve it by default";
@@ -264,6 +314,10 @@ function checkObject(obj) {
   }
   const model = modelFor(apiVersion, kind);
   if (typeof model === "string") return [{ segments: [], msg: model }];
+  if (model.local) {
+    const ok = model.local(obj);
+    return (ok ? [] : describeErrors(model.local.errors, obj)).concat(model.rules(obj));
+  }
   const out = [];
   const meta = obj.metadata;
   if (!meta || typeof meta !== "object" || (!meta.name && !meta.generateName)) {

@@ -796,13 +796,40 @@ def legacy_placement_needs_a_namespace(work):
             check(ok.stop() == 0, "the webhook did not exit 0")
 
 
+# Cloud Logging's LogSeverity for each spdlog level name (docs/server.md "Logs"), by hand: GKE's
+# logging agent reads a JSON line's `severity`, and files a stderr line without one as ERROR.
+SEVERITY_OF_LEVEL = {"debug": "DEBUG", "info": "INFO", "warning": "WARNING", "error": "ERROR",
+                     "critical": "CRITICAL"}
+
+
+def check_severities(text, what):
+    """Every line of a --log-format=json log is one JSON object whose `severity` is Cloud
+    Logging's name for its `level`, with `time` in RFC 3339 UTC and a `msg`. Returns the
+    severities seen."""
+    seen = set()
+    for n, line in enumerate(text.splitlines(), 1):
+        try:
+            j = json.loads(line)
+        except ValueError:
+            raise Failure("%s: log line %d is not JSON: %r" % (what, n, line[:200]))
+        check(isinstance(j, dict) and j.get("level") in SEVERITY_OF_LEVEL and
+              j.get("severity") == SEVERITY_OF_LEVEL[j["level"]],
+              "%s: log line %d: severity %r for level %r: %r"
+              % (what, n, j.get("severity"), j.get("level"), line[:200]))
+        check(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", str(j.get("time"))) and
+              isinstance(j.get("msg"), str), "%s: log line %d: time or msg: %r" % (what, n, line[:200]))
+        seen.add(j["severity"])
+    return seen
+
+
 @case
 def signals_and_files(work):
     """docs/server.md "Signals and certificate files": every signal whose default action would
     end the process is handled, or logged and ignored. SIGHUP re-reads the certificate files,
     SIGQUIT shuts down as SIGTERM does, the others leave the webhook serving. A certificate or
     key path naming a FIFO or a device is refused without blocking: on reload the old
-    certificate stays; at start the process exits 1 with one error line."""
+    certificate stays; at start the process exits 1 with one error line. Every line these runs
+    log is JSON with Cloud Logging's severity for its level, DEBUG to ERROR all seen."""
     certs = Certs(work)
     crt, key = certs.issue("webhook")
     review = make_review("--worker", "0", os.path.join(TUTORIAL, "ray-cluster.tpu-v6e-multihost.yaml"))
@@ -810,7 +837,9 @@ def signals_and_files(work):
     for src, dst in ((crt, live_crt), (key, live_key)):
         with open(src, "rb") as f, open(dst, "wb") as out:
             out.write(f.read())
-    with Webhook(work, live_crt, live_key) as wh:
+    seen = set()
+    # --v=1: a debug line per closed connection, so the log has every level the server writes.
+    with Webhook(work, live_crt, live_key, "--v=1") as wh:
         client = Client(wh.https_port, certs.ca)
 
         def serving(after):
@@ -894,12 +923,16 @@ def signals_and_files(work):
                 errors = [l for l in bad.log_lines() if l.get("level") == "error"]
                 check(code == 1 and len(errors) == 1 and expected in errors[0].get("error", ""),
                       "--tls-private-key-file=%s: exit %s, log:\n%s" % (bad_key, code, bad.log_text()))
+                seen |= check_severities(bad.log_text(), "start with " + bad_key)
 
         serving("the files were restored")
         client.close()
         code = wh.stop()
         check(code == 0, "the webhook exited %s, not 0; its log ends:\n%s" % (code, wh.log_text()[-3000:]))
         wait_lines(signal_lines("signal received", "SIGTERM"), 1, "for SIGTERM")
+        seen |= check_severities(wh.log_text(), "the signals run")
+    check(seen == {"DEBUG", "INFO", "WARNING", "ERROR"},
+          "the runs logged severities %s, want DEBUG, INFO, WARNING and ERROR" % sorted(seen))
 
     # --server-cert: SIGHUP has no files to re-read and says so; SIGQUIT shuts down cleanly.
     b64 = lambda p: base64.b64encode(open(p, "rb").read()).decode()

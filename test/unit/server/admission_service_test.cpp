@@ -28,8 +28,7 @@ json read_fixture(const std::string& relative) {
 struct Fixture {
   Fixture() {
     auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(logged);
-    sink->set_formatter(std::make_unique<spdlog::pattern_formatter>(
-        server::log_pattern(server::LogFormat::kJson), spdlog::pattern_time_type::utc));
+    sink->set_formatter(server::make_log_formatter(server::LogFormat::kJson));
     log = std::make_unique<server::Log>(std::make_shared<spdlog::logger>("t", sink),
                                         server::LogFormat::kJson, 0);
     service = std::make_unique<server::AdmissionService>(handler, metrics, *log, 64 * 1024);

@@ -13,9 +13,9 @@ namespace {
 struct Captured {
   explicit Captured(server::LogFormat format, int verbosity = 0) {
     auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(out);
-    sink->set_formatter(std::make_unique<spdlog::pattern_formatter>(
-        server::log_pattern(format), spdlog::pattern_time_type::utc));
+    sink->set_formatter(server::make_log_formatter(format));
     logger = std::make_shared<spdlog::logger>("test", sink);
+    logger->set_level(spdlog::level::debug);  // as make_stderr_logger's: --v gates debug lines
     log = std::make_unique<server::Log>(logger, format, verbosity);
   }
   std::ostringstream out;
@@ -49,6 +49,7 @@ TEST_CASE("JSON lines parse, with hostile values escaped", "[log]") {
   REQUIRE(line.find('\n') == line.size() - 1);
   nlohmann::json j = nlohmann::json::parse(line);
   CHECK(j["msg"] == "boom");
+  CHECK(j["severity"] == "ERROR");
   CHECK(j["level"] == "error");
   CHECK(j["uid"] == "a\"b\nc\\d\x01");
   CHECK(j["latency_us"] == 143);
@@ -62,8 +63,62 @@ TEST_CASE("verbosity gates debug lines", "[log]") {
   Captured loud(server::LogFormat::kText, 2);
   loud.log->debug(1, "connection closed");
   loud.log->debug(3, "patch");
-  CHECK_THAT(loud.out.str(), Catch::Contains("connection closed"));
+  CHECK_THAT(loud.out.str(), Catch::Contains("Z D connection closed"));
   CHECK(loud.out.str().find("patch") == std::string::npos);
+}
+
+// Cloud Logging's LogSeverity names (cloud.google.com/logging/docs/reference/v2/rest/v2/LogEntry
+// #LogSeverity), which GKE's logging agent reads from a JSON line's `severity`: each level a line
+// can have, written by hand.
+TEST_CASE("JSON lines carry Cloud Logging's severity for every level", "[log]") {
+  Captured c(server::LogFormat::kJson, /*verbosity=*/1);
+  c.log->debug(1, "connection closed", {{"reason", "idle"}});
+  c.log->info("admission");
+  c.log->warn("kube");
+  c.log->error("certificate reload failed");
+  // What the Log API does not write but a logger with this formatter could (main makes it
+  // spdlog's default logger): trace and critical.
+  c.logger->set_level(spdlog::level::trace);
+  c.logger->trace("trace line");
+  c.logger->critical("critical line");
+  struct Want {
+    const char* msg;
+    const char* severity;
+    const char* level;
+  };
+  const Want want[] = {{"connection closed", "DEBUG", "debug"},
+                       {"admission", "INFO", "info"},
+                       {"kube", "WARNING", "warning"},
+                       {"certificate reload failed", "ERROR", "error"}};
+  std::istringstream lines(c.out.str());
+  std::string line;
+  std::size_t i = 0;
+  for (; i < std::size(want) && std::getline(lines, line); ++i) {
+    CAPTURE(line);
+    nlohmann::json j = nlohmann::json::parse(line);
+    CHECK(j["msg"] == want[i].msg);
+    CHECK(j["severity"] == want[i].severity);
+    CHECK(j["level"] == want[i].level);
+    CHECK(j["time"].get<std::string>().size() == std::string("2025-05-20T10:00:00.123456Z").size());
+  }
+  CHECK(i == std::size(want));
+  // The raw spdlog lines have a body that is not JSON members; their start is still the pattern's.
+  REQUIRE(std::getline(lines, line));
+  CHECK_THAT(line, Catch::Contains(R"("severity":"DEBUG","level":"trace",trace line)"));
+  REQUIRE(std::getline(lines, line));
+  CHECK_THAT(line, Catch::Contains(R"("severity":"CRITICAL","level":"critical",critical line)"));
+}
+
+TEST_CASE("text lines name the level by its letter", "[log]") {
+  Captured c(server::LogFormat::kText, /*verbosity=*/1);
+  c.log->debug(1, "a");
+  c.log->info("b");
+  c.log->warn("c");
+  c.log->error("d");
+  std::string out = c.out.str();
+  CAPTURE(out);
+  CHECK_THAT(out, Catch::Contains("Z D a\n") && Catch::Contains("Z I b\n") &&
+                      Catch::Contains("Z W c\n") && Catch::Contains("Z E d\n"));
 }
 
 namespace {
