@@ -200,7 +200,8 @@ def exec_errors(work):
         "      installHint: Install gke-gcloud-auth-plugin for use with kubectl by following\n"
         "        https://cloud.google.com/kubernetes-engine/docs/how-to/cluster-access-for-kubectl"
         "#install_plugin\n")
-    r = plugin("check", "--kubeconfig", kc, env=env)
+    # PATH holds only the test's plugin, whatever the machine has installed.
+    r = plugin("check", "--kubeconfig", kc, env={"PATH": os.path.join(work, "bin")})
     check(r.returncode == 2 and one_line(r.stderr), "missing: exit %d %r" % (r.returncode, r.stderr))
     check(r.stderr == "kubectl-tpu_slice: kubeconfig %s: user \"gke\": exec plugin "
           "\"gke-gcloud-auth-plugin\": is not found on PATH; Install gke-gcloud-auth-plugin for "

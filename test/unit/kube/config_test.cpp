@@ -172,7 +172,7 @@ TEST_CASE("kubeconfig: every refusal names the file and the field") {
        "insecure-skip-tls-verify is not supported"},
       {kubeconfig(ca, "    exec:\n      command: gke-gcloud-auth-plugin\n"),
        "exec credential plugins"},
-      {kubeconfig(ca, "    auth-provider: {name: gcp}\n"), "auth-provider credential plugins"},
+      {kubeconfig(ca, "    auth-provider: {name: gcp}\n"), "auth-provider \"gcp\" is not supported"},
       {kubeconfig(ca, "    client-certificate-data: '!!!'\n    client-key-data: eA==\n"),
        "not valid base64"},
       {kubeconfig(ca, "    client-certificate-data: eA==\n"), "one of them is missing"},

@@ -107,7 +107,9 @@ TEST_CASE("exec plugin: its token is sent, cached until it expires, and a 401 ru
   TempDir dir;
   Plugin plugin(dir);
   plugin.token("tok-1", version);
-  FakeApiServer api({.tokens = {"tok-1"}});
+  FakeApiServer::Options options;
+  options.tokens = {"tok-1"};
+  FakeApiServer api(options);
   std::string server = "http://127.0.0.1:" + std::to_string(api.port());
   std::string path = dir.write(
       "config", exec_kubeconfig(server, exec_block(plugin.script, version,
@@ -375,10 +377,12 @@ TEST_CASE("exec plugin: a client certificate from status is presented to the API
        {"kind", "ExecCredential"},
        {"status",
         {{"clientCertificateData", pki.client_cert_pem}, {"clientKeyData", pki.client_key_pem}}}});
-  FakeApiServer api({.tls_cert_file = pki.server_cert_file,
-                     .tls_key_file = pki.server_key_file,
-                     .tls_client_ca_file = pki.ca_file,
-                     .tokens = {"not-this-one"}});
+  FakeApiServer::Options options;
+  options.tls_cert_file = pki.server_cert_file;
+  options.tls_key_file = pki.server_key_file;
+  options.tls_client_ca_file = pki.ca_file;
+  options.tokens = {"not-this-one"};
+  FakeApiServer api(options);
   std::string path =
       dir.write("config", exec_kubeconfig("https://127.0.0.1:" + std::to_string(api.port()),
                                           exec_block(plugin.script, kube::kExecApiV1beta1),
