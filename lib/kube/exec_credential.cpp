@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <csignal>
@@ -331,7 +332,11 @@ webhook::Result<ExecCredential> run_exec_plugin(const ExecConfig& c) {
   ASSIGN_OR_RETURN(Spawned s, spawn(c, *path, interactive, exec_input(c, interactive).dump()));
   std::string out;
   bool too_large = false;
-  bool in_time = read_output(s.out_fd, Clock::now() + c.timeout, out, too_large);
+  // A plugin that may ask the user (a browser login, a password) gets time for it.
+  std::chrono::milliseconds limit =
+      interactive ? std::max<std::chrono::milliseconds>(c.timeout, std::chrono::minutes(5))
+                  : c.timeout;
+  bool in_time = read_output(s.out_fd, Clock::now() + limit, out, too_large);
   ::close(s.out_fd);
   if (!in_time || too_large) {
     ::kill(s.pid, SIGKILL);
@@ -340,7 +345,7 @@ webhook::Result<ExecCredential> run_exec_plugin(const ExecConfig& c) {
   while (::waitpid(s.pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (!in_time) {
-    return failure(c, "did not answer within " + seconds_text(c.timeout) + "; it was stopped");
+    return failure(c, "did not answer within " + seconds_text(limit) + "; it was stopped");
   }
   if (too_large) {
     return failure(c, "printed more than 1 MiB on stdout");

@@ -49,7 +49,8 @@ struct ExecConfig {
   nlohmann::json cluster = nlohmann::json::object();
   std::string search_path;         // $PATH for a bare command name
   bool stdin_is_terminal = false;  // whether this process's stdin is a terminal
-  std::chrono::milliseconds timeout{std::chrono::seconds(60)};  // then the plugin is killed
+  // Then the plugin is killed; at least 5 minutes when it runs interactively.
+  std::chrono::milliseconds timeout{std::chrono::seconds(60)};
   std::string where;  // "kubeconfig FILE: user "NAME"", for messages
 };
 

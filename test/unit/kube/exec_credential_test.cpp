@@ -366,6 +366,14 @@ TEST_CASE("exec plugin: a non-zero exit, a wrong argument and a hang are errors"
   REQUIRE_FALSE(r.has_value());
   CHECK_THAT(r.error().message, Catch::Contains("did not answer within 300ms; it was stopped"));
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+
+  // A plugin that may be asking the user gets at least five minutes: one second is not too long.
+  c.interactive_mode = "IfAvailable";
+  c.stdin_is_terminal = true;
+  c.args = {"-c", "sleep 1; cat '" + (dir.path / "answer.json").string() + "'"};
+  r = kube::run_exec_plugin(c);
+  REQUIRE(r.has_value());
+  CHECK(r->token == "t");
 }
 
 TEST_CASE("exec plugin: a client certificate from status is presented to the API server") {
