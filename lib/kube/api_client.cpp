@@ -81,11 +81,15 @@ struct ApiClient::Tls {
   X509Ptr cert;
   std::unique_ptr<EVP_PKEY, PkeyFree> key;
 
-  static webhook::Result<std::unique_ptr<Tls>> parse(const ClusterConfig& config);
+  // The client identity is `cert_pem` and `key_pem` (the config's, or an exec plugin's).
+  static webhook::Result<std::unique_ptr<Tls>> parse(const ClusterConfig& config,
+                                                     const std::string& cert_pem,
+                                                     const std::string& key_pem);
 };
 
-webhook::Result<std::unique_ptr<ApiClient::Tls>> ApiClient::Tls::parse(
-    const ClusterConfig& config) {
+webhook::Result<std::unique_ptr<ApiClient::Tls>> ApiClient::Tls::parse(const ClusterConfig& config,
+                                                                       const std::string& cert_pem,
+                                                                       const std::string& key_pem) {
   auto tls = std::make_unique<Tls>();
   if (config.https && !config.insecure_skip_verify) {
     BioPtr bio = memory_bio(config.ca_pem);
@@ -98,10 +102,10 @@ webhook::Result<std::unique_ptr<ApiClient::Tls>> ApiClient::Tls::parse(
                                        ": the CA for the API server holds no PEM certificate");
     }
   }
-  if (!config.client_cert_pem.empty()) {
-    BioPtr cert = memory_bio(config.client_cert_pem);
+  if (!cert_pem.empty()) {
+    BioPtr cert = memory_bio(cert_pem);
     tls->cert.reset(PEM_read_bio_X509(cert.get(), nullptr, nullptr, nullptr));
-    BioPtr key = memory_bio(config.client_key_pem);
+    BioPtr key = memory_bio(key_pem);
     tls->key.reset(PEM_read_bio_PrivateKey(key.get(), nullptr, nullptr, nullptr));
     if (!tls->cert || !tls->key) {
       std::string why = openssl_error();
@@ -162,7 +166,9 @@ std::string url_encode(std::string_view value) {
 }
 
 webhook::Result<std::unique_ptr<ApiClient>> ApiClient::create(const ClusterConfig& config) {
-  webhook::Result<std::unique_ptr<Tls>> tls = Tls::parse(config);  // refuse bad input at start
+  // refuse bad input at start
+  webhook::Result<std::unique_ptr<Tls>> tls =
+      Tls::parse(config, config.client_cert_pem, config.client_key_pem);
   if (!tls) {
     return tls.error();
   }
@@ -170,7 +176,11 @@ webhook::Result<std::unique_ptr<ApiClient>> ApiClient::create(const ClusterConfi
 }
 
 ApiClient::ApiClient(ClusterConfig config)
-    : config_(std::move(config)), token_(config_.token, config_.token_file) {}
+    : config_(std::move(config)), token_(config_.token, config_.token_file) {
+  if (config_.exec) {
+    exec_ = std::make_unique<ExecCredentialSource>(*config_.exec);
+  }
+}
 
 ApiClient::~ApiClient() = default;
 
@@ -180,11 +190,12 @@ std::string ApiClient::server() const {
          (v6 ? "]" : "") + ":" + std::to_string(config_.port);
 }
 
-std::unique_ptr<httplib::ClientImpl> ApiClient::connect() const {
+std::unique_ptr<httplib::ClientImpl> ApiClient::connect(const std::string& cert_pem,
+                                                        const std::string& key_pem) const {
   if (!config_.https) {
     return std::make_unique<httplib::ClientImpl>(config_.host, config_.port);
   }
-  webhook::Result<std::unique_ptr<Tls>> tls = Tls::parse(config_);
+  webhook::Result<std::unique_ptr<Tls>> tls = Tls::parse(config_, cert_pem, key_pem);
   if (!tls) {
     return nullptr;
   }
@@ -219,6 +230,8 @@ std::unique_ptr<httplib::ClientImpl> ApiClient::connect() const {
 struct ApiClient::Prepared {
   std::unique_ptr<httplib::ClientImpl> client;
   httplib::Headers headers;
+  std::string cert_pem;  // the client identity of a new connection
+  std::string key_pem;
 };
 
 webhook::Result<ApiClient::Prepared> ApiClient::prepare(Duration timeout, bool connect_now) {
@@ -227,19 +240,29 @@ webhook::Result<ApiClient::Prepared> ApiClient::prepare(Duration timeout, bool c
     std::lock_guard lock(mu_);
     std::swap(force, force_token_);
   }
-  webhook::Result<std::string> token = token_.get(force);
-  if (!token) {
-    return token.error();
-  }
   Prepared p;
   p.headers = {{"Accept", "application/json"}, {"User-Agent", "kuberay-tpu-webhook"}};
-  if (!token->empty()) {
-    p.headers.emplace("Authorization", "Bearer " + *token);
+  std::string bearer;
+  if (exec_) {
+    ASSIGN_OR_RETURN(ExecCredential cred, exec_->get(force));
+    if (!cred.client_cert_pem.empty()) {
+      RETURN_IF_ERROR(Tls::parse(config_, cred.client_cert_pem, cred.client_key_pem));
+    }
+    bearer = std::move(cred.token);
+    p.cert_pem = std::move(cred.client_cert_pem);
+    p.key_pem = std::move(cred.client_key_pem);
+  } else {
+    ASSIGN_OR_RETURN(bearer, token_.get(force));
+    p.cert_pem = config_.client_cert_pem;
+    p.key_pem = config_.client_key_pem;
+  }
+  if (!bearer.empty()) {
+    p.headers.emplace("Authorization", "Bearer " + bearer);
   }
   if (!connect_now) {
     return p;
   }
-  p.client = connect();
+  p.client = connect(p.cert_pem, p.key_pem);
   if (!p.client) {
     return webhook::Error{webhook::ErrorCode::kInternal,
                           "cannot set up TLS for " + server() + ": " + openssl_error()};
@@ -270,6 +293,9 @@ void ApiClient::saw_status(int status) {
   if (status == 401) {
     std::lock_guard lock(mu_);
     force_token_ = true;
+    if (exec_) {
+      idle_.clear();  // connections made with a client certificate the server refused
+    }
   }
 }
 
@@ -332,6 +358,19 @@ webhook::Result<ApiClient::Reply> ApiClient::send(std::string_view method,
                                                   const std::string& body,
                                                   std::string_view content_type, Duration timeout,
                                                   Call* call) {
+  webhook::Result<Reply> reply = send_once(method, path_query, body, content_type, timeout, call);
+  if (reply && reply->status == 401 && exec_) {
+    // The plugin's credential was refused (revoked, or expired early): run it again, once.
+    reply = send_once(method, path_query, body, content_type, timeout, call);
+  }
+  return reply;
+}
+
+webhook::Result<ApiClient::Reply> ApiClient::send_once(std::string_view method,
+                                                       const std::string& path_query,
+                                                       const std::string& body,
+                                                       std::string_view content_type,
+                                                       Duration timeout, Call* call) {
   webhook::Result<Prepared> p = prepare(timeout, /*connect_now=*/false);
   if (!p) {
     return p.error();
@@ -343,7 +382,7 @@ webhook::Result<ApiClient::Reply> ApiClient::send(std::string_view method,
     std::unique_ptr<httplib::ClientImpl> client = std::move(reused);
     bool fresh = client == nullptr;
     if (fresh) {
-      client = connect();
+      client = connect(p->cert_pem, p->key_pem);
       if (!client) {
         return webhook::Error{webhook::ErrorCode::kInternal,
                               "cannot set up TLS for " + server() + ": " + openssl_error()};

@@ -16,8 +16,10 @@
 //
 // HTTPS verifies the server's certificate against the configured CA only (never the system's
 // CAs) and its name or IP against the host; the bearer token is re-read from its file when it
-// changes, and after a 401. get() opens a connection per request (lists and watches are few and
-// long); send() keeps up to four connections alive for the next request.
+// changes, and after a 401. With an exec credential plugin (ClusterConfig::exec) the token or
+// client certificate comes from it, cached until it expires; a 401 to send() runs the plugin
+// again and sends the request once more. get() opens a connection per request (lists and watches
+// are few and long); send() keeps up to four connections alive for the next request.
 
 #include <chrono>
 #include <functional>
@@ -30,6 +32,7 @@
 #include "base/status/result.h"
 #include "kube/clock.h"
 #include "kube/config.h"
+#include "kube/exec_credential.h"
 
 namespace httplib {
 class ClientImpl;
@@ -93,21 +96,28 @@ class ApiClient {
   // "https://host:port" for messages.
   std::string server() const;
   TokenSource& token() { return token_; }
+  // The exec plugin's credential source; null without one.
+  ExecCredentialSource* exec_credentials() { return exec_.get(); }
 
  private:
   struct Tls;
   explicit ApiClient(ClusterConfig config);
-  std::unique_ptr<httplib::ClientImpl> connect() const;
+  std::unique_ptr<httplib::ClientImpl> connect(const std::string& cert_pem,
+                                               const std::string& key_pem) const;
   struct Prepared;  // a connection set up for one request, and its headers
   webhook::Result<Prepared> prepare(Duration timeout, bool connect_now = true);
   webhook::Error transport_error(std::string_view method, const std::string& path_query, int error,
                                  bool cancelled) const;
   void saw_status(int status);
+  webhook::Result<Reply> send_once(std::string_view method, const std::string& path_query,
+                                   const std::string& body, std::string_view content_type,
+                                   Duration timeout, Call* call);
   std::unique_ptr<httplib::ClientImpl> take_idle();
   void put_idle(std::unique_ptr<httplib::ClientImpl> client);
 
   ClusterConfig config_;
   TokenSource token_;
+  std::unique_ptr<ExecCredentialSource> exec_;
   std::mutex mu_;
   bool force_token_ = false;
   std::vector<std::unique_ptr<httplib::ClientImpl>> idle_;  // kept-alive connections of send()

@@ -4,19 +4,23 @@
 #include <sys/stat.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "base/encoding/base64.h"
 #include "base/text/text.h"
+#include "kube/exec_credential.h"
 
 namespace kube {
 namespace {
 
+using nlohmann::json;
 using webhook::Error;
 using webhook::ErrorCode;
 
@@ -60,21 +64,6 @@ std::string scalar(const YAML::Node& map, const char* key) {
     return "";
   }
   return v.as<std::string>();
-}
-
-// The `field` object of the entry of `list` whose name is `name`.
-std::optional<YAML::Node> named(const YAML::Node& list, const std::string& name,
-                                const char* field) {
-  if (!list || !list.IsSequence()) {
-    return std::nullopt;
-  }
-  for (const YAML::Node& entry : list) {
-    if (entry.IsMap() && scalar(entry, "name") == name) {
-      YAML::Node v = entry[field];
-      return v && v.IsMap() ? v : YAML::Node(YAML::NodeType::Map);
-    }
-  }
-  return std::nullopt;
 }
 
 // Inline data (base64) wins over a file, as in client-go.
@@ -139,18 +128,26 @@ webhook::Status read_cluster(const YAML::Node& cluster, const std::filesystem::p
   return {};
 }
 
-// The user entry's credentials: a token or token file, or a client certificate and key.
-webhook::Status read_user(const YAML::Node& user, const std::filesystem::path& dir,
-                          const std::string& user_where, ClusterConfig& config) {
-  for (const char* plugin : {"exec", "auth-provider"}) {
-    if (user[plugin]) {
-      return webhook::invalid_argument(
-          user_where + ": " + plugin +
-          " credential plugins are not supported; use a token (for example one from `kubectl "
-          "create token SERVICE-ACCOUNT`, or a service account's), tokenFile or client "
-          "certificate, or run in the cluster");
-    }
+// What replaces an auth-provider user (docs/kubectl-plugin.md cites each).
+std::string auth_provider_advice(const std::string& name) {
+  if (name == "gcp") {
+    return "kubectl 1.26 removed the gcp auth-provider; install gke-gcloud-auth-plugin and run "
+           "`gcloud container clusters get-credentials CLUSTER`, which writes an exec user";
   }
+  if (name == "azure") {
+    return "kubectl 1.26 removed the azure auth-provider; install kubelogin and run `kubelogin "
+           "convert-kubeconfig`, which writes an exec user";
+  }
+  if (name == "oidc") {
+    return "use an exec plugin such as kubelogin (int128/kubelogin: `kubectl oidc-login "
+           "setup`), or a token";
+  }
+  return "use an exec credential plugin or a token instead";
+}
+
+// The user entry's token or token file, or client certificate and key.
+webhook::Status read_static_user(const YAML::Node& user, const std::filesystem::path& dir,
+                                 const std::string& user_where, ClusterConfig& config) {
   config.token = scalar(user, "token");
   std::string token_file = scalar(user, "tokenFile");
   if (token_file.empty()) {
@@ -180,50 +177,255 @@ webhook::Status read_user(const YAML::Node& user, const std::filesystem::path& d
   return {};
 }
 
-webhook::Result<ClusterConfig> parse_kubeconfig(const YAML::Node& root, const std::string& path,
-                                                const KubeconfigOptions& options) {
-  std::filesystem::path dir = std::filesystem::path(path).parent_path();
-  std::string where = "kubeconfig " + path;
-  if (!root.IsMap()) {
-    return webhook::invalid_argument(where + ": not a kubeconfig (expected a YAML mapping)");
+// A YAML value as JSON: plain scalars that read as null, booleans or numbers become those;
+// quoted scalars stay strings.
+json yaml_to_json(const YAML::Node& node) {
+  if (!node || node.IsNull()) {
+    return nullptr;
   }
-  std::string context_name =
-      options.context.empty() ? scalar(root, "current-context") : options.context;
+  if (node.IsSequence()) {
+    json out = json::array();
+    for (const YAML::Node& item : node) {
+      out.push_back(yaml_to_json(item));
+    }
+    return out;
+  }
+  if (node.IsMap()) {
+    json out = json::object();
+    for (const auto& kv : node) {
+      out[kv.first.as<std::string>()] = yaml_to_json(kv.second);
+    }
+    return out;
+  }
+  auto text = node.as<std::string>();
+  if (node.Tag() == "?") {  // a plain scalar
+    if (text == "true" || text == "false") {
+      return text == "true";
+    }
+    json number = json::parse(text, nullptr, false);
+    if (!number.is_discarded() && number.is_number()) {
+      return number;
+    }
+  }
+  return text;
+}
+
+// spec.cluster of KUBERNETES_EXEC_INFO, as client-go fills it from the cluster entry.
+json exec_cluster_info(const YAML::Node& cluster, const ClusterConfig& config) {
+  json out = {{"server", scalar(cluster, "server")}};
+  if (std::string name = scalar(cluster, "tls-server-name"); !name.empty()) {
+    out["tls-server-name"] = name;
+  }
+  if (config.insecure_skip_verify) {
+    out["insecure-skip-tls-verify"] = true;
+  }
+  if (!config.ca_pem.empty()) {
+    out["certificate-authority-data"] = webhook::base64_encode(config.ca_pem);
+  }
+  if (std::string proxy = scalar(cluster, "proxy-url"); !proxy.empty()) {
+    out["proxy-url"] = proxy;
+  }
+  YAML::Node extensions = cluster["extensions"];
+  if (extensions && extensions.IsSequence()) {
+    for (const YAML::Node& ext : extensions) {
+      if (ext.IsMap() && scalar(ext, "name") == "client.authentication.k8s.io/exec") {
+        out["config"] = yaml_to_json(ext["extension"]);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+webhook::Status read_exec_args(const YAML::Node& exec, const std::string& where, ExecConfig& out) {
+  if (YAML::Node args = exec["args"]; args && !args.IsNull()) {
+    if (!args.IsSequence()) {
+      return webhook::invalid_argument(where + ": exec.args is not a list of strings");
+    }
+    for (const YAML::Node& a : args) {
+      out.args.push_back(a.IsScalar() ? a.as<std::string>() : std::string());
+    }
+  }
+  if (YAML::Node env = exec["env"]; env && !env.IsNull()) {
+    if (!env.IsSequence()) {
+      return webhook::invalid_argument(where + ": exec.env is not a list of {name, value}");
+    }
+    for (const YAML::Node& e : env) {
+      if (!e.IsMap() || scalar(e, "name").empty()) {
+        return webhook::invalid_argument(where + ": an exec.env entry has no name");
+      }
+      out.env.emplace_back(scalar(e, "name"), scalar(e, "value"));
+    }
+  }
+  return {};
+}
+
+// The user's exec section (client-go's ExecConfig and its defaults).
+webhook::Result<ExecConfig> read_exec(const YAML::Node& exec, const std::filesystem::path& dir,
+                                      const std::string& where, const KubeconfigOptions& options) {
+  ExecConfig out;
+  out.where = where;
+  out.api_version = scalar(exec, "apiVersion");
+  if (out.api_version.empty()) {
+    return webhook::invalid_argument(where + ": exec.apiVersion is not set; set " +
+                                     std::string(kExecApiV1) +
+                                     " (or v1beta1, as the plugin's "
+                                     "docs say)");
+  }
+  if (out.api_version != kExecApiV1 && out.api_version != kExecApiV1beta1) {
+    return webhook::invalid_argument(where + ": exec.apiVersion " +
+                                     webhook::quote(out.api_version) + " is not supported; use " +
+                                     kExecApiV1 + " or " + kExecApiV1beta1);
+  }
+  out.command = scalar(exec, "command");
+  if (out.command.empty()) {
+    return webhook::invalid_argument(where + ": exec.command is not set");
+  }
+  if (out.command.find('/') != std::string::npos && out.command.front() != '/') {
+    out.command = (dir / out.command).string();  // client-go: relative to the kubeconfig
+  }
+  RETURN_IF_ERROR(read_exec_args(exec, where, out));
+  out.install_hint = scalar(exec, "installHint");
+  std::string provide = scalar(exec, "provideClusterInfo");
+  out.provide_cluster_info = provide == "true" || provide == "True";
+  std::string mode = scalar(exec, "interactiveMode");
+  if (mode.empty() && out.api_version == kExecApiV1) {
+    return webhook::invalid_argument(where + ": exec.interactiveMode must be set with " +
+                                     std::string(kExecApiV1) + " (Never, IfAvailable or Always)");
+  }
+  out.interactive_mode = mode.empty() ? "IfAvailable" : mode;
+  if (out.interactive_mode != "Never" && out.interactive_mode != "IfAvailable" &&
+      out.interactive_mode != "Always") {
+    return webhook::invalid_argument(where + ": exec.interactiveMode " + webhook::quote(mode) +
+                                     " is not Never, IfAvailable or Always");
+  }
+  out.search_path = options.search_path;
+  out.stdin_is_terminal = options.stdin_is_terminal;
+  out.timeout = options.exec_timeout;
+  return out;
+}
+
+// The user entry's credentials: a token or token file, a client certificate and key, or (when
+// allowed) an exec plugin.
+webhook::Status read_user(const YAML::Node& user, const YAML::Node& cluster,
+                          const std::filesystem::path& dir, const std::string& user_where,
+                          const KubeconfigOptions& options, ClusterConfig& config) {
+  if (YAML::Node provider = user["auth-provider"]; provider) {
+    std::string name = provider.IsMap() ? scalar(provider, "name") : "";
+    return webhook::invalid_argument(user_where + ": auth-provider " +
+                                     webhook::quote(name.empty() ? "(unnamed)" : name) +
+                                     " is not supported; " + auth_provider_advice(name));
+  }
+  if (YAML::Node exec = user["exec"]; exec) {
+    if (!options.allow_exec) {
+      return webhook::invalid_argument(
+          user_where +
+          ": exec credential plugins are not supported; use a token (for example one from "
+          "`kubectl create token SERVICE-ACCOUNT`, or a service account's), tokenFile or client "
+          "certificate, or run in the cluster");
+    }
+    if (!exec.IsMap()) {
+      return webhook::invalid_argument(user_where + ": exec is not a mapping");
+    }
+    ASSIGN_OR_RETURN(ExecConfig e, read_exec(exec, dir, user_where, options));
+    e.cluster = exec_cluster_info(cluster, config);
+    config.exec = std::make_shared<const ExecConfig>(std::move(e));
+    return {};
+  }
+  return read_static_user(user, dir, user_where, config);
+}
+
+// Entries of the merged kubeconfig, each with the file it came from.
+struct Entry {
+  YAML::Node node;
+  std::string file;
+};
+struct Merged {
+  std::string files;  // "a" or "a:b", for messages
+  std::string current_context;
+  std::map<std::string, Entry> contexts, clusters, users;
+};
+
+void merge_named(const YAML::Node& list, const char* field, const std::string& file,
+                 std::map<std::string, Entry>& into) {
+  if (!list || !list.IsSequence()) {
+    return;
+  }
+  for (const YAML::Node& entry : list) {
+    if (!entry.IsMap()) {
+      continue;
+    }
+    std::string name = scalar(entry, "name");
+    YAML::Node v = entry[field];
+    into.try_emplace(name, Entry{v && v.IsMap() ? v : YAML::Node(YAML::NodeType::Map), file});
+  }
+}
+
+webhook::Status merge_file(const YAML::Node& root, const std::string& path, Merged& merged) {
+  if (!root.IsMap()) {
+    return webhook::invalid_argument("kubeconfig " + path +
+                                     ": not a kubeconfig (expected a YAML mapping)");
+  }
+  if (merged.current_context.empty()) {
+    merged.current_context = scalar(root, "current-context");
+  }
+  merge_named(root["contexts"], "context", path, merged.contexts);
+  merge_named(root["clusters"], "cluster", path, merged.clusters);
+  merge_named(root["users"], "user", path, merged.users);
+  return {};
+}
+
+std::string dir_of(const std::string& file) {
+  return std::filesystem::path(file).parent_path().string();
+}
+
+webhook::Result<ClusterConfig> resolve_context(const Merged& m, const KubeconfigOptions& options) {
+  std::string where = "kubeconfig " + m.files;
+  std::string context_name = options.context.empty() ? m.current_context : options.context;
   if (context_name.empty()) {
     return webhook::invalid_argument(where +
                                      ": current-context is not set; run kubectl config "
                                      "use-context NAME on it");
   }
-  std::optional<YAML::Node> context = named(root["contexts"], context_name, "context");
-  if (!context) {
+  auto context = m.contexts.find(context_name);
+  if (context == m.contexts.end()) {
     return webhook::invalid_argument(where + ": " +
                                      (options.context.empty() ? "current-context " : "context ") +
                                      webhook::quote(context_name) + " is not among its contexts");
   }
-  std::string cluster_name = scalar(*context, "cluster");
-  std::string user_name = scalar(*context, "user");
-  std::optional<YAML::Node> cluster = named(root["clusters"], cluster_name, "cluster");
-  if (!cluster) {
+  std::string cluster_name = scalar(context->second.node, "cluster");
+  std::string user_name = scalar(context->second.node, "user");
+  auto cluster = m.clusters.find(cluster_name);
+  if (cluster == m.clusters.end()) {
     return webhook::invalid_argument(where + ": context " + webhook::quote(context_name) +
                                      " names cluster " + webhook::quote(cluster_name) +
                                      ", which is not among its clusters");
   }
   ClusterConfig config;
   config.origin = where + " (context " + webhook::quote(context_name) + ")";
-  config.context_namespace = scalar(*context, "namespace");
-  RETURN_IF_ERROR(read_cluster(*cluster, dir, where + ": cluster " + webhook::quote(cluster_name),
-                               options.allow_insecure, config));
+  config.context_namespace = scalar(context->second.node, "namespace");
+  RETURN_IF_ERROR(read_cluster(
+      cluster->second.node, dir_of(cluster->second.file),
+      "kubeconfig " + cluster->second.file + ": cluster " + webhook::quote(cluster_name),
+      options.allow_insecure, config));
   if (user_name.empty()) {
     return config;  // no credentials: anonymous (or kubectl proxy)
   }
-  std::optional<YAML::Node> user = named(root["users"], user_name, "user");
-  if (!user) {
+  auto user = m.users.find(user_name);
+  if (user == m.users.end()) {
     return webhook::invalid_argument(where + ": context " + webhook::quote(context_name) +
                                      " names user " + webhook::quote(user_name) +
                                      ", which is not among its users");
   }
-  RETURN_IF_ERROR(read_user(*user, dir, where + ": user " + webhook::quote(user_name), config));
+  RETURN_IF_ERROR(read_user(
+      user->second.node, cluster->second.node, dir_of(user->second.file),
+      "kubeconfig " + user->second.file + ": user " + webhook::quote(user_name), options, config));
   return config;
+}
+
+bool file_exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
 }
 
 }  // namespace
@@ -358,29 +560,64 @@ webhook::Result<ClusterConfig> kubeconfig_config(const std::string& path) {
 
 webhook::Result<ClusterConfig> kubeconfig_config(const std::string& path,
                                                  const KubeconfigOptions& options) {
-  webhook::Result<std::string> text = read_file(path, 16 << 20);
-  if (!text) {
-    return webhook::invalid_argument("kubeconfig: " + text.error().message);
-  }
-  try {
-    return parse_kubeconfig(YAML::Load(*text), path, options);
-  } catch (const YAML::Exception& e) {
-    return webhook::invalid_argument("kubeconfig " + path + ": not valid YAML: " + e.what());
-  }
+  return kubeconfig_config(std::vector<std::string>{path}, options);
 }
 
-std::string kubeconfig_path(const std::string& flag, const EnvLookup& env) {
-  if (!flag.empty()) {
-    return flag;
+webhook::Result<ClusterConfig> kubeconfig_config(const std::vector<std::string>& paths,
+                                                 const KubeconfigOptions& options) {
+  Merged merged;
+  std::vector<std::string> missing;
+  for (const std::string& path : paths) {
+    if (paths.size() > 1 && !file_exists(path)) {
+      missing.push_back(path);  // kubectl skips a file of $KUBECONFIG that does not exist
+      continue;
+    }
+    webhook::Result<std::string> text = read_file(path, 16 << 20);
+    if (!text) {
+      return webhook::invalid_argument("kubeconfig: " + text.error().message);
+    }
+    try {
+      RETURN_IF_ERROR(merge_file(YAML::Load(*text), path, merged));
+    } catch (const YAML::Exception& e) {
+      return webhook::invalid_argument("kubeconfig " + path + ": not valid YAML: " + e.what());
+    }
+    merged.files += (merged.files.empty() ? "" : ":") + path;
   }
-  if (std::optional<std::string> list = env("KUBECONFIG"); list && !list->empty()) {
-    std::string first = list->substr(0, list->find(':'));
-    if (!first.empty()) {
-      return first;
+  if (merged.files.empty()) {
+    std::string list;
+    for (const std::string& m : missing) {
+      list += (list.empty() ? "" : ", ") + m;
+    }
+    return webhook::invalid_argument("kubeconfig: none of the files of KUBECONFIG exists (" + list +
+                                     ")");
+  }
+  return resolve_context(merged, options);
+}
+
+std::vector<std::string> kubeconfig_paths(const std::string& flag, const EnvLookup& env) {
+  if (!flag.empty()) {
+    return {flag};
+  }
+  std::vector<std::string> out;
+  if (std::optional<std::string> list = env("KUBECONFIG"); list) {
+    std::string_view rest = *list;
+    while (!rest.empty()) {
+      std::size_t colon = rest.find(':');
+      std::string entry(rest.substr(0, colon));
+      rest = colon == std::string_view::npos ? std::string_view() : rest.substr(colon + 1);
+      if (!entry.empty() && std::find(out.begin(), out.end(), entry) == out.end()) {
+        out.push_back(std::move(entry));
+      }
     }
   }
+  if (!out.empty()) {
+    return out;
+  }
   std::optional<std::string> home = env("HOME");
-  return home && !home->empty() ? *home + "/.kube/config" : std::string();
+  if (home && !home->empty()) {
+    out.push_back(*home + "/.kube/config");
+  }
+  return out;
 }
 
 webhook::Result<ClusterConfig> load_config(const std::string& kube_config_path) {

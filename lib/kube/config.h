@@ -11,18 +11,25 @@
 // service account's ca.crt) and the server's name or IP is verified against its certificate;
 // `insecure-skip-tls-verify: true` is refused, since the webhook hands out TPU slots from what
 // the API tells it. `http://` is accepted only for loopback hosts (kubectl proxy, tests).
-// exec and auth-provider credential plugins are not supported (a clear error names them).
+// exec credential plugins (kube/exec_credential.h) are read for kubectl-tpu_slice only
+// (KubeconfigOptions::allow_exec); auth-provider users are refused with a message naming the exec
+// plugin or token that replaces them (kubectl 1.26 removed the gcp and azure providers).
 
+#include <chrono>
 #include <ctime>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/status/result.h"
 
 namespace kube {
+
+struct ExecConfig;  // kube/exec_credential.h
 
 struct ClusterConfig {
   bool https = true;
@@ -39,6 +46,9 @@ struct ClusterConfig {
   // server's certificate is then not verified and no CA is needed.
   bool insecure_skip_verify = false;
   std::string context_namespace;  // the context's namespace ("" when it sets none)
+  // The user's exec credential plugin (only with KubeconfigOptions::allow_exec): ApiClient runs
+  // it for a token or client certificate instead of using the fields above.
+  std::shared_ptr<const ExecConfig> exec;
   std::string origin;  // for messages: "in-cluster service account" or "kubeconfig <path> ..."
 };
 
@@ -64,16 +74,31 @@ webhook::Result<ClusterConfig> kubeconfig_config(const std::string& path);
 
 // How a client other than the webhook reads a kubeconfig, as kubectl does.
 struct KubeconfigOptions {
-  std::string context;          // instead of current-context ("" keeps it)
+  std::string context{};        // instead of current-context ("" keeps it)
   bool allow_insecure = false;  // accept insecure-skip-tls-verify: true
+  bool allow_exec = false;      // accept an exec credential plugin (ClusterConfig::exec)
+  // For an exec plugin: where a bare command name is looked up ($PATH), whether stdin is a
+  // terminal (interactiveMode), and how long it may run.
+  std::string search_path{};
+  bool stdin_is_terminal = false;
+  std::chrono::milliseconds exec_timeout{std::chrono::seconds(60)};
 };
 webhook::Result<ClusterConfig> kubeconfig_config(const std::string& path,
                                                  const KubeconfigOptions& options);
 
-// The kubeconfig file kubectl would read: `flag` when set, else the first file of $KUBECONFIG
-// (a colon-separated list; merging several is not supported), else $HOME/.kube/config. ""
-// when none of those is known.
-std::string kubeconfig_path(const std::string& flag, const EnvLookup& env = process_env());
+// Several kubeconfig files merged by kubectl's rules (client-go's clientcmd loading rules): for
+// contexts, clusters and users, the first file that names an entry wins it whole; current-context
+// comes from the first file that sets it; relative paths (files, an exec command with a slash)
+// are resolved against the directory of the file the entry came from. With more than one path,
+// files that do not exist are skipped; InvalidArgument when none exists or one does not parse.
+webhook::Result<ClusterConfig> kubeconfig_config(const std::vector<std::string>& paths,
+                                                 const KubeconfigOptions& options);
+
+// The kubeconfig files kubectl would read: `flag` alone when set, else every file of $KUBECONFIG
+// (colon-separated; empty entries and repeats dropped, as client-go does), else
+// $HOME/.kube/config. Empty when none of those is known.
+std::vector<std::string> kubeconfig_paths(const std::string& flag,
+                                          const EnvLookup& env = process_env());
 
 // kubeconfig_config(path) when `kube_config_path` is set, else in_cluster_config().
 webhook::Result<ClusterConfig> load_config(const std::string& kube_config_path);

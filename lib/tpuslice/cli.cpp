@@ -104,8 +104,8 @@ const FlagTable<Options>& table() {
     FlagTable<Options> t;
     t.section("Flags")
         .add(text_flag("kubeconfig", "", "FILE",
-                       "the kubeconfig (default: the first file of $KUBECONFIG, else "
-                       "~/.kube/config)",
+                       "the kubeconfig (default: the files of $KUBECONFIG, merged as kubectl "
+                       "does, else ~/.kube/config)",
                        &Options::kubeconfig))
         .add(text_flag("context", "", "NAME", "the kubeconfig context (default: its current one)",
                        &Options::context))
@@ -136,13 +136,18 @@ const FlagTable<Options>& table() {
   return kFlags;
 }
 
-webhook::Result<kube::ClusterConfig> cluster_config(const Options& o, const kube::EnvLookup& env) {
-  std::string path = kube::kubeconfig_path(o.kubeconfig, env);
-  if (path.empty()) {
+webhook::Result<kube::ClusterConfig> cluster_config(const Options& o, CliIo io,
+                                                    const kube::EnvLookup& env) {
+  std::vector<std::string> paths = kube::kubeconfig_paths(o.kubeconfig, env);
+  if (paths.empty()) {
     return webhook::invalid_argument(
         "no kubeconfig: pass --kubeconfig FILE or set KUBECONFIG (HOME is not set either)");
   }
-  return kube::kubeconfig_config(path, {.context = o.context, .allow_insecure = true});
+  return kube::kubeconfig_config(paths, {.context = o.context,
+                                         .allow_insecure = true,
+                                         .allow_exec = true,
+                                         .search_path = env("PATH").value_or(""),
+                                         .stdin_is_terminal = io.stdin_is_terminal});
 }
 
 void print(const Options& o, const Report& report, std::ostream& out) {
@@ -166,7 +171,7 @@ bool cluster_missing(const Options& o, const Snapshot& s) {
 }
 
 int run(const Options& o, CliIo io, const kube::EnvLookup& env) {
-  webhook::Result<kube::ClusterConfig> config = cluster_config(o, env);
+  webhook::Result<kube::ClusterConfig> config = cluster_config(o, io, env);
   if (!config) {
     io.err << kProgram << ": " << config.error().message << "\n";
     return kExitError;
@@ -211,8 +216,9 @@ Usage:
                                                   that fixes it or shows more
 
 It reads (never writes) RayClusters, their worker Pods, Nodes, Services and the webhook's
-EndpointSlices with the kubeconfig's credentials: a token, tokenFile or client certificate
-(exec and auth-provider plugins are not supported: use `kubectl create token SERVICE-ACCOUNT`).
+EndpointSlices with the kubeconfig's credentials, as kubectl reads them: $KUBECONFIG's files
+merged, and a token, tokenFile, client certificate or exec credential plugin (such as GKE's
+gke-gcloud-auth-plugin, `aws eks get-token` or kubelogin).
 
 )" + webhook::flags::render_help(table().docs(), {.column = 29, .equals = false}) +
          R"(

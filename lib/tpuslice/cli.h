@@ -20,13 +20,17 @@ namespace tpuslice {
 struct CliIo {
   std::ostream& out;
   std::ostream& err;
+  // Whether stdin is a terminal: an exec credential plugin may then ask the user (its
+  // interactiveMode).
+  bool stdin_is_terminal = false;
 };
 
 inline constexpr int kExitHealthy = 0;
 inline constexpr int kExitFindings = 1;
 inline constexpr int kExitError = 2;
 
-// `env` supplies KUBECONFIG and HOME (the kubeconfig kubectl would read).
+// `env` supplies KUBECONFIG and HOME (the kubeconfig kubectl would read) and PATH (where an exec
+// credential plugin's command is looked up).
 int run_cli(const std::vector<std::string>& args, CliIo io, const kube::EnvLookup& env);
 
 std::string usage();

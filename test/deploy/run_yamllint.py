@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """deploy.yamllint: yamllint --strict (config test/deploy/yamllint.yaml) over the chart's
-Chart.yaml, values.yaml and alert rules (files/alerts.yaml), the kustomize base and the config
-itself. Templates are Go templates, not YAML; deploy.chart_structure parses what they render.
+Chart.yaml, values.yaml and alert rules (files/alerts.yaml), the kustomize base, the krew
+manifest template and the config itself. Templates are Go templates, not YAML; deploy.chart_structure parses what they render.
 
 Usage: run_yamllint.py --root REPO_ROOT [--yamllint PATH]
 """
@@ -17,7 +17,8 @@ def targets(root):
     chart = os.path.join(root, "deploy", "helm", "kuberay-tpu-webhook")
     return ([os.path.join(chart, "Chart.yaml"), os.path.join(chart, "values.yaml"),
              os.path.join(chart, "files", "alerts.yaml"),
-             os.path.join(root, "test", "deploy", "yamllint.yaml")]
+             os.path.join(root, "test", "deploy", "yamllint.yaml"),
+             os.path.join(root, "deploy", "krew", "tpu-slice.yaml")]
             + sorted(glob.glob(os.path.join(root, "deploy", "manifests", "**", "*.yaml"),
                                recursive=True)))
 

@@ -16,6 +16,7 @@
 //   POST   /fake/fail-next     {"resource":"pods","status":500,"count":1,"watch":false}
 //   POST   /fake/write-delay   {"ms":2000}
 //   POST   /fake/partition     {"token":"t2"}
+//   POST   /fake/tokens        {"tokens":["t3"]}      the bearer tokens accepted from now on
 //   POST   /fake/forbid        {"resource":"nodes"}   every read of it: RBAC's 403
 //   POST   /fake/forbid-writes {"resource":"secrets"} every write of it: RBAC's 403
 //   POST   /fake/heal, /fake/drop-watches, /fake/compact, /fake/bookmarks
@@ -294,6 +295,11 @@ void add_routes(httplib::Server& svr, FakeApiServer& server) {
   svr.Post("/fake/partition",
            with_body([api](const json& body, const httplib::Request&, httplib::Response& res) {
              api->partition(body.at("token").get<std::string>());
+             answer(res, 200, json::object());
+           }));
+  svr.Post("/fake/tokens",
+           with_body([api](const json& body, const httplib::Request&, httplib::Response& res) {
+             api->set_tokens(body.at("tokens").get<std::set<std::string>>());
              answer(res, 200, json::object());
            }));
   auto simple = [&svr](const std::string& path, std::function<void()> action) {

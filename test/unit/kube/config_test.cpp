@@ -172,7 +172,7 @@ TEST_CASE("kubeconfig: every refusal names the file and the field") {
        "insecure-skip-tls-verify is not supported"},
       {kubeconfig(ca, "    exec:\n      command: gke-gcloud-auth-plugin\n"),
        "exec credential plugins"},
-      {kubeconfig(ca, "    auth-provider: {name: gcp}\n"), "auth-provider credential plugins"},
+      {kubeconfig(ca, "    auth-provider: {name: gcp}\n"), "auth-provider \"gcp\" is not supported"},
       {kubeconfig(ca, "    client-certificate-data: '!!!'\n    client-key-data: eA==\n"),
        "not valid base64"},
       {kubeconfig(ca, "    client-certificate-data: eA==\n"), "one of them is missing"},
@@ -264,16 +264,154 @@ TEST_CASE("kubeconfig: an exec plugin is refused, pointing at kubectl create tok
   CHECK(c.error().message.find('\n') == std::string::npos);
 }
 
-TEST_CASE("kubeconfig_path: the flag, then the first file of $KUBECONFIG, then ~/.kube/config") {
+TEST_CASE("kubeconfig_paths: the flag alone, else every file of $KUBECONFIG, else ~/.kube/config") {
   std::map<std::string, std::string> vars;
   kube::EnvLookup env = [&](const std::string& name) -> std::optional<std::string> {
     auto it = vars.find(name);
     return it == vars.end() ? std::nullopt : std::optional<std::string>(it->second);
   };
-  CHECK(kube::kubeconfig_path("", env).empty());
+  using Paths = std::vector<std::string>;
+  CHECK(kube::kubeconfig_paths("", env).empty());
   vars["HOME"] = "/home/u";
-  CHECK(kube::kubeconfig_path("", env) == "/home/u/.kube/config");
-  vars["KUBECONFIG"] = "/a/one:/b/two";
-  CHECK(kube::kubeconfig_path("", env) == "/a/one");
-  CHECK(kube::kubeconfig_path("/flag/file", env) == "/flag/file");
+  CHECK(kube::kubeconfig_paths("", env) == Paths{"/home/u/.kube/config"});
+  vars["KUBECONFIG"] = "";
+  CHECK(kube::kubeconfig_paths("", env) == Paths{"/home/u/.kube/config"});
+  vars["KUBECONFIG"] = "/a/one::/b/two:/a/one:";  // empty entries and repeats dropped
+  CHECK(kube::kubeconfig_paths("", env) == Paths{"/a/one", "/b/two"});
+  CHECK(kube::kubeconfig_paths("/flag/file", env) == Paths{"/flag/file"});
+}
+
+namespace {
+
+// Three kubeconfig files in three directories, merged as kubectl merges $KUBECONFIG.
+struct ThreeFiles {
+  TempDir a, b, c;
+  std::string first, second, missing;
+  ThreeFiles() {
+    a.write("ca-a.pem", "CA OF A");
+    b.write("ca-b.pem", "CA OF B");
+    b.write("token-b", "token-of-b\n");
+    // No current-context; context "main", cluster "k" and user "u" are its first.
+    first = a.write("config",
+                    "clusters:\n- name: k\n  cluster:\n    server: https://10.0.0.1\n"
+                    "    certificate-authority: ca-a.pem\n"
+                    "contexts:\n- name: main\n  context: {cluster: k, user: u, namespace: from-a}\n"
+                    "users:\n- name: u\n  user: {token: token-of-a}\n");
+    // Sets current-context and redefines main, k and u (ignored: the first file wins), and adds
+    // context "dev" with user "v" whose tokenFile is relative to this file's directory.
+    second = b.write("config",
+                     "current-context: main\n"
+                     "clusters:\n- name: k\n  cluster:\n    server: https://10.9.9.9\n"
+                     "    certificate-authority: ca-b.pem\n"
+                     "- name: kb\n  cluster:\n    server: https://10.0.0.2\n"
+                     "    certificate-authority: ca-b.pem\n"
+                     "contexts:\n- name: main\n  context: {cluster: kb, user: v}\n"
+                     "- name: dev\n  context: {cluster: kb, user: v, namespace: from-b}\n"
+                     "users:\n- name: u\n  user: {token: other}\n"
+                     "- name: v\n  user: {tokenFile: token-b}\n");
+    missing = (c.path / "absent").string();
+  }
+};
+
+}  // namespace
+
+TEST_CASE(
+    "KUBECONFIG files merged: the first file to name an entry wins, current-context from "
+    "a later file, relative paths against each entry's file") {
+  ThreeFiles f;
+  std::vector<std::string> paths{f.first, f.missing, f.second};
+  webhook::Result<kube::ClusterConfig> c = kube::kubeconfig_config(paths, {});
+  REQUIRE(c.has_value());
+  CHECK(c->host == "10.0.0.1");
+  CHECK(c->ca_pem == "CA OF A");
+  CHECK(c->token == "token-of-a");
+  CHECK(c->context_namespace == "from-a");
+  CHECK(c->origin == "kubeconfig " + f.first + ":" + f.second + " (context \"main\")");
+
+  webhook::Result<kube::ClusterConfig> dev =
+      kube::kubeconfig_config(paths, kube::KubeconfigOptions{.context = "dev"});
+  REQUIRE(dev.has_value());
+  CHECK(dev->host == "10.0.0.2");
+  CHECK(dev->ca_pem == "CA OF B");
+  CHECK(dev->token_file == (f.b.path / "token-b").string());
+  CHECK(dev->context_namespace == "from-b");
+
+  // In the other order the second file's entries win.
+  webhook::Result<kube::ClusterConfig> swapped =
+      kube::kubeconfig_config(std::vector<std::string>{f.second, f.first}, {});
+  REQUIRE(swapped.has_value());
+  CHECK(swapped->host == "10.0.0.2");
+  CHECK(swapped->token_file == (f.b.path / "token-b").string());
+}
+
+TEST_CASE("KUBECONFIG files merged: none existing, or one that does not parse, is an error") {
+  ThreeFiles f;
+  webhook::Result<kube::ClusterConfig> none = kube::kubeconfig_config(
+      std::vector<std::string>{f.missing, (f.c.path / "also-absent").string()}, {});
+  REQUIRE_FALSE(none.has_value());
+  CHECK(none.error().message == "kubeconfig: none of the files of KUBECONFIG exists (" + f.missing +
+                                    ", " + (f.c.path / "also-absent").string() + ")");
+  std::string bad = f.c.write("bad", "current-context: [unclosed");
+  webhook::Result<kube::ClusterConfig> broken =
+      kube::kubeconfig_config(std::vector<std::string>{f.first, bad}, {});
+  REQUIRE_FALSE(broken.has_value());
+  CHECK_THAT(broken.error().message, Catch::StartsWith("kubeconfig " + bad + ": not valid YAML"));
+  // Only the first file, which sets no current-context.
+  webhook::Result<kube::ClusterConfig> no_context =
+      kube::kubeconfig_config(std::vector<std::string>{f.first, f.missing}, {});
+  REQUIRE_FALSE(no_context.has_value());
+  CHECK_THAT(no_context.error().message, Catch::Contains("current-context is not set"));
+}
+
+TEST_CASE("kubeconfig: auth-provider users are refused, naming what replaces each") {
+  auto [provider, names] = GENERATE(table<std::string, std::vector<std::string>>({
+      {"gcp",
+       {"kubectl 1.26 removed the gcp auth-provider", "gke-gcloud-auth-plugin",
+        "gcloud container clusters get-credentials"}},
+      {"azure", {"kubectl 1.26 removed the azure auth-provider", "kubelogin convert-kubeconfig"}},
+      {"oidc", {"kubelogin", "kubectl oidc-login", "or a token"}},
+      {"custom", {"use an exec credential plugin or a token"}},
+  }));
+  TempDir dir;
+  std::string path = dir.write(
+      "config", kubeconfig("    server: https://10.0.0.1\n    insecure-skip-tls-verify: true\n",
+                           "    auth-provider:\n      name: " + provider +
+                               "\n      config: {cmd-path: /usr/bin/gcloud}\n"));
+  webhook::Result<kube::ClusterConfig> c = kube::kubeconfig_config(
+      path, kube::KubeconfigOptions{.allow_insecure = true, .allow_exec = true});
+  REQUIRE_FALSE(c.has_value());
+  CAPTURE(provider);
+  CHECK_THAT(c.error().message,
+             Catch::StartsWith("kubeconfig " + path + ": user \"u1\": auth-provider \"" + provider +
+                               "\" is not supported; "));
+  for (const std::string& n : names) {
+    CHECK_THAT(c.error().message, Catch::Contains(n));
+  }
+  CHECK(c.error().message.find('\n') == std::string::npos);
+}
+
+TEST_CASE("kubeconfig: an exec section is checked as client-go checks it") {
+  auto [exec, why] = GENERATE(table<std::string, std::string>({
+      {"      command: p\n", "exec.apiVersion is not set"},
+      {"      apiVersion: client.authentication.k8s.io/v1alpha1\n      command: p\n",
+       "exec.apiVersion \"client.authentication.k8s.io/v1alpha1\" is not supported"},
+      {"      apiVersion: client.authentication.k8s.io/v1\n      command: p\n",
+       "exec.interactiveMode must be set with client.authentication.k8s.io/v1"},
+      {"      apiVersion: client.authentication.k8s.io/v1\n      command: p\n"
+       "      interactiveMode: Sometimes\n",
+       "exec.interactiveMode \"Sometimes\" is not Never, IfAvailable or Always"},
+      {"      apiVersion: client.authentication.k8s.io/v1beta1\n", "exec.command is not set"},
+      {"      apiVersion: client.authentication.k8s.io/v1beta1\n      command: p\n"
+       "      env: [{value: x}]\n",
+       "an exec.env entry has no name"},
+  }));
+  TempDir dir;
+  std::string path = dir.write(
+      "config", kubeconfig("    server: https://10.0.0.1\n    insecure-skip-tls-verify: true\n",
+                           "    exec:\n" + exec));
+  webhook::Result<kube::ClusterConfig> c = kube::kubeconfig_config(
+      path, kube::KubeconfigOptions{.allow_insecure = true, .allow_exec = true});
+  CAPTURE(exec);
+  REQUIRE_FALSE(c.has_value());
+  CHECK_THAT(c.error().message, Catch::Contains("user \"u1\": " + why));
 }

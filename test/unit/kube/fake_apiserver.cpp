@@ -643,8 +643,9 @@ struct FakeApiServer::Watch {
 
 FakeApiServer::FakeApiServer(Options options) : options_(std::move(options)) {
   if (!options_.tls_cert_file.empty()) {
-    server_ = std::make_unique<httplib::SSLServer>(options_.tls_cert_file.c_str(),
-                                                   options_.tls_key_file.c_str());
+    server_ = std::make_unique<httplib::SSLServer>(
+        options_.tls_cert_file.c_str(), options_.tls_key_file.c_str(),
+        options_.tls_client_ca_file.empty() ? nullptr : options_.tls_client_ca_file.c_str());
   } else {
     server_ = std::make_unique<httplib::Server>();
   }
@@ -923,6 +924,26 @@ std::vector<std::string> FakeApiServer::queries() const {
   return queries_;
 }
 
+bool FakeApiServer::authenticated_locked(const httplib::Request& req, const std::string& token) {
+  if (!options_.tls_client_ca_file.empty() && req.ssl != nullptr) {
+    // The handshake verified the certificate against the client CA: its CN is the user.
+    X509* peer = SSL_get_peer_certificate(req.ssl);
+    if (peer != nullptr) {
+      char cn[256] = {0};
+      X509_NAME_get_text_by_NID(X509_get_subject_name(peer), NID_commonName, cn, sizeof cn);
+      X509_free(peer);
+      client_subjects_seen_.insert(cn);
+      return true;
+    }
+  }
+  return options_.tokens.empty() || options_.tokens.contains(token);
+}
+
+std::set<std::string> FakeApiServer::client_subjects_seen() const {
+  std::lock_guard lock(mu_);
+  return client_subjects_seen_;
+}
+
 std::set<std::string> FakeApiServer::tokens_seen() const {
   std::lock_guard lock(mu_);
   return tokens_seen_;
@@ -961,7 +982,7 @@ void FakeApiServer::handle_read(const std::string& resource, const std::string& 
                     "the server is currently unable to handle the request");
       return;
     }
-    if (!options_.tokens.empty() && !options_.tokens.contains(token)) {
+    if (!authenticated_locked(req, token)) {
       answer_status(res, 401, "Unauthorized", "Unauthorized");
       return;
     }
@@ -1218,7 +1239,7 @@ void FakeApiServer::handle_write(const std::string& resource, const std::string&
     if (partitioned_.contains(token)) {
       reply = failure(503, "ServiceUnavailable",
                       "the server is currently unable to handle the request");
-    } else if (!options_.tokens.empty() && !options_.tokens.contains(token)) {
+    } else if (!authenticated_locked(req, token)) {
       reply = failure(401, "Unauthorized", "Unauthorized");
     } else if (auto denied = forbidden_writes_.find(resource); denied != forbidden_writes_.end()) {
       std::string verb = req.method == "POST"    ? "create"

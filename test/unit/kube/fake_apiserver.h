@@ -71,6 +71,9 @@ class FakeApiServer {
   struct Options {
     std::string tls_cert_file;  // both set: HTTPS
     std::string tls_key_file;
+    // With HTTPS: every client must present a certificate signed by this CA (as kube-apiserver's
+    // --client-ca-file), and a request with one is authenticated without a token.
+    std::string tls_client_ca_file;
     std::set<std::string> tokens;  // accepted bearer tokens; empty: no check
     bool ignore_limit = false;     // serve every list whole
     bool gone_as_status = false;   // a compacted resourceVersion gets HTTP 410, not an ERROR event
@@ -152,6 +155,8 @@ class FakeApiServer {
   int open_watches() const;
   std::vector<std::string> queries() const;   // path?query of every read (GET), in order
   std::set<std::string> tokens_seen() const;  // bearer tokens received
+  // The subject CNs of the client certificates requests were authenticated with.
+  std::set<std::string> client_subjects_seen() const;
   WriteStats write_stats(const std::string& resource) const;
   std::map<std::string, WriteStats> write_stats() const;  // every resource written to
   int writes(const std::string& resource) const { return write_stats(resource).writes; }
@@ -198,6 +203,9 @@ class FakeApiServer {
   std::string random_suffix_locked();
   std::string random_uid_locked();
   void record(const std::string& resource, const std::string& type, const nlohmann::json& object);
+  // Whether the request is authenticated (a token accepted, or a verified client certificate),
+  // with mu_ held.
+  bool authenticated_locked(const httplib::Request& req, const std::string& token);
 
   Options options_;
   std::unique_ptr<httplib::Server> server_;
@@ -220,6 +228,7 @@ class FakeApiServer {
   int open_watches_ = 0;
   std::vector<std::string> queries_;
   std::set<std::string> tokens_seen_;
+  std::set<std::string> client_subjects_seen_;
   std::map<std::string, std::deque<int>> write_failures_;
   std::map<std::string, WriteStats> write_stats_;
   std::chrono::milliseconds write_delay_{0};

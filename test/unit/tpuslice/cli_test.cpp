@@ -88,10 +88,15 @@ TEST_CASE("bad kubeconfigs: one line naming the file and the problem, exit 2") {
   auto [text, why] = GENERATE_COPY(table<std::string, std::string>({
       {std::string("current-context: [unclosed"), "not valid YAML"},
       {config_for("https://10.0.0.1", ca, "    exec:\n      command: gke-gcloud-auth-plugin\n"),
-       "exec credential plugins are not supported; use a token (for example one from `kubectl "
-       "create token SERVICE-ACCOUNT`"},
+       "user \"u\": exec.apiVersion is not set"},
+      {config_for("https://10.0.0.1", "    insecure-skip-tls-verify: true\n",
+                  "    exec:\n      command: gke-gcloud-auth-plugin\n"
+                  "      apiVersion: client.authentication.k8s.io/v1beta1\n"
+                  "      installHint: install it with gcloud\n"),
+       "exec plugin \"gke-gcloud-auth-plugin\": is not found on PATH; install it with gcloud"},
       {config_for("https://10.0.0.1", ca, "    auth-provider: {name: gcp}\n"),
-       "auth-provider credential plugins are not supported"},
+       "auth-provider \"gcp\" is not supported; kubectl 1.26 removed the gcp auth-provider; "
+       "install gke-gcloud-auth-plugin"},
       {config_for("https://10.0.0.1", "", "    token: t\n"), "neither certificate-authority"},
       {config_for("https://10.0.0.1", ca, "    token: t\n"), "holds no PEM certificate"},
   }));
