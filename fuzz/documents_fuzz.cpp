@@ -3,7 +3,9 @@
 // Property: never a crash, and the exit status is one the CLI documents (docs/dryrun.md, "Exit
 // status and messages"), with its output rule:
 //   0 admitted        stdout holds JSON values only (the mutated objects), at least one;
-//   1 denied          stdout holds JSON values only, stderr names the denial ("denied");
+//   1 denied          stdout holds JSON values only, and the denial is named: on stderr
+//                     ("denied"), or, for an AdmissionReview input, which is answered with a
+//                     review, in a printed response with allowed false;
 //   2 unreadable      nothing on stdout and exactly one line on stderr (inputs are checked
 //                     before anything runs);
 //   3 not sent        stdout holds JSON values only, stderr says "is not sent to the webhook".
@@ -13,26 +15,42 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "dryrun/cli.h"
 
 namespace {
 
-// The number of JSON values stdout holds, one after another with whitespace between them, or -1
-// when anything else is there.
-int json_values(const std::string& text) {
+// The JSON values stdout holds, one after another with whitespace between them; false when
+// anything else is there.
+bool json_values(const std::string& text, std::vector<nlohmann::json>& values) {
   std::istringstream in(text);
-  int count = 0;
   while ((in >> std::ws).peek() != std::char_traits<char>::eof()) {
     nlohmann::json value;
     try {
       in >> value;  // one value, not the whole stream (operator>> does not require the end)
     } catch (const nlohmann::json::exception&) {
-      return -1;
+      return false;
     }
-    ++count;
+    values.push_back(std::move(value));
   }
-  return count;
+  return true;
+}
+
+// Whether a printed value is an AdmissionReview answered allowed: false.
+bool denied_review(const std::vector<nlohmann::json>& values) {
+  for (const nlohmann::json& v : values) {
+    const nlohmann::json* allowed = v.is_object() && v.value("kind", "") == "AdmissionReview" &&
+                                            v.contains("response") && v["response"].is_object() &&
+                                            v["response"].contains("allowed")
+                                        ? &v["response"]["allowed"]
+                                        : nullptr;
+    if (allowed != nullptr && *allowed == false) {
+      return true;
+    }
+  }
+  return false;
 }
 
 bool has(const std::string& text, const char* what) { return text.find(what) != std::string::npos; }
@@ -46,14 +64,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   int code = dryrun::run_cli({"-o", "json", "-"}, {in, out, err});
   std::string o = out.str();
   std::string e = err.str();
+  std::vector<nlohmann::json> values;
+  bool only_json = json_values(o, values);
   switch (code) {
     case 0:
-      if (json_values(o) < 1) {
+      if (!only_json || values.empty()) {
         __builtin_trap();
       }
       break;
     case 1:
-      if (json_values(o) < 0 || !has(e, "denied")) {
+      if (!only_json || (!has(e, "denied") && !denied_review(values))) {
         __builtin_trap();
       }
       break;
@@ -63,7 +83,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       }
       break;
     case 3:
-      if (json_values(o) < 0 || !has(e, "is not sent to the webhook")) {
+      if (!only_json || !has(e, "is not sent to the webhook")) {
         __builtin_trap();
       }
       break;
