@@ -381,10 +381,56 @@ def chart_file(rel):
         return f.read()
 
 
-def expect_monitoring(labels, namespace, sidecar=("grafana_dashboard", "1")):
-    """The PrometheusRule's spec is exactly {groups: <files/alerts.yaml's groups>}; the dashboard
-    ConfigMap holds exactly files/dashboard.json, under kuberay-tpu-webhook.json, with the
-    sidecar's label (key, value); labels and annotations as set."""
+# Each alert's runbook_url as the chart renders it: (what comes before the alert's name in lower
+# case, {alert: the whole URL} for some alerts), written out by hand. By default the path in the
+# repository that files/alerts.yaml gives; with runbookBaseURL, that base in front of it.
+RELATIVE_RUNBOOKS = ("docs/metrics.md#", {
+    "KubeRayTPUWebhookDown": "docs/metrics.md#kuberaytpuwebhookdown",
+    "KubeRayTPUWebhookClaimDenials": "docs/metrics.md#kuberaytpuwebhookclaimdenials"})
+RUNBOOK_BASE_URL = "https://git.example.com/ml-platform/kuberay-tpu-webhook/blob/v0.3.0/"
+HOSTED_RUNBOOKS = (
+    "https://git.example.com/ml-platform/kuberay-tpu-webhook/blob/v0.3.0/docs/metrics.md#", {
+        "KubeRayTPUWebhookDown": "https://git.example.com/ml-platform/kuberay-tpu-webhook/blob/"
+                                 "v0.3.0/docs/metrics.md#kuberaytpuwebhookdown",
+        "KubeRayTPUWebhookClaimDenials": "https://git.example.com/ml-platform/"
+                                         "kuberay-tpu-webhook/blob/v0.3.0/docs/metrics.md"
+                                         "#kuberaytpuwebhookclaimdenials"})
+
+
+def runbook_urls(groups):
+    """{alert: its runbook_url}, and the groups without runbook_url annotations."""
+    urls, rest = {}, json.loads(json.dumps(groups))
+    for group in rest:
+        for rule in group.get("rules") or []:
+            urls[rule.get("alert")] = (rule.get("annotations") or {}).pop("runbook_url", None)
+    return urls, rest
+
+
+def check_runbooks(rule, groups, runbooks, r):
+    """The PrometheusRule's spec is {groups: <files/alerts.yaml's groups>} but for runbook_url;
+    every alert's runbook_url is the prefix then the alert's name in lower case, and the ones
+    written out are exactly those."""
+    got, rest = runbook_urls((rule.get("spec") or {}).get("groups") or [])
+    want, file_rest = runbook_urls(groups)
+    r.check(list(rule.get("spec") or {}) == ["groups"] and rest == file_rest,
+            "PrometheusRule spec is not {groups: <files/alerts.yaml's groups>}: "
+            f"{str(rule.get('spec'))[:200]}")
+    r.check(sorted(got) == sorted(want), f"PrometheusRule alerts {sorted(got)}, want {sorted(want)}")
+    prefix, exact = runbooks
+    for alert, url in sorted(got.items()):
+        r.check(url == prefix + str(alert).lower(),
+                f"PrometheusRule {alert}: runbook_url {url}, want {prefix}{str(alert).lower()}")
+    for alert, url in exact.items():
+        r.check(got.get(alert) == url,
+                f"PrometheusRule {alert}: runbook_url {got.get(alert)}, want {url}")
+
+
+def expect_monitoring(labels, namespace, sidecar=("grafana_dashboard", "1"),
+                      runbooks=RELATIVE_RUNBOOKS):
+    """The PrometheusRule's spec is exactly {groups: <files/alerts.yaml's groups>} with each
+    runbook_url as `runbooks` says; the dashboard ConfigMap holds exactly files/dashboard.json,
+    under kuberay-tpu-webhook.json, with the sidecar's label (key, value); labels and annotations
+    as set."""
     def check(objs, idx, r):
         rule, dash = idx.get(RULE), idx.get(DASHBOARD)
         if not r.check(rule is not None and dash is not None, "PrometheusRule or dashboard missing"):
@@ -392,9 +438,7 @@ def expect_monitoring(labels, namespace, sidecar=("grafana_dashboard", "1")):
         r.check(rule.get("apiVersion") == "monitoring.coreos.com/v1",
                 f"PrometheusRule apiVersion {rule.get('apiVersion')}")
         groups = yaml.safe_load(chart_file("files/alerts.yaml"))["groups"]
-        r.check(rule.get("spec") == {"groups": groups},
-                "PrometheusRule spec is not {groups: <files/alerts.yaml's groups>}: "
-                f"{str(rule.get('spec'))[:200]}")
+        check_runbooks(rule, groups, runbooks, r)
         r.check(dash["metadata"]["namespace"] == namespace,
                 f"dashboard ConfigMap in {dash['metadata']['namespace']}, want {namespace}")
         key, value = sidecar
@@ -438,6 +482,10 @@ MONITORING = tw(metrics={
 MONITORING_ELSEWHERE = tw(metrics={
     "prometheusRule": {"enabled": True},
     "grafanaDashboard": {"enabled": True, "namespace": "monitoring"}})
+# The docs hosted at a fork's release tag (a trailing slash, which the chart drops).
+MONITORING_HOSTED_RUNBOOKS = tw(metrics={
+    "prometheusRule": {"enabled": True, "runbookBaseURL": RUNBOOK_BASE_URL},
+    "grafanaDashboard": {"enabled": True}})
 # A sidecar configured with another label and value (a boolean value, rendered as its text).
 MONITORING_OTHER_LABEL = tw(metrics={
     "grafanaDashboard": {"enabled": True, "label": "example.com/grafana-dashboard",
@@ -618,6 +666,8 @@ VARIANTS = [
                          "annotations": {"grafana_folder": "Ray"}}, dc.NAMESPACE)),
     V("PrometheusRule and Grafana dashboard in Grafana's namespace", MONITORING_ELSEWHERE, None,
       {"elsewhere": {DASHBOARD: "monitoring"}}, expect_monitoring({}, "monitoring")),
+    V("PrometheusRule with runbookBaseURL: absolute runbook URLs", MONITORING_HOSTED_RUNBOOKS,
+      None, {}, expect_monitoring({}, dc.NAMESPACE, runbooks=HOSTED_RUNBOOKS)),
     V("Grafana dashboard with the sidecar's label changed", MONITORING_OTHER_LABEL, None, {},
       expect_dashboard_only(("example.com/grafana-dashboard", "true"))),
     V("NetworkPolicy: the API server's ranges only",

@@ -7,9 +7,10 @@ agree, and the alerts fire when they should.
       on test/deploy/alerts_test.yaml; every alert has a case that makes it fire and one that
       keeps it silent, every case names an alert of the file; every rule has a severity
       (critical, warning or info), a summary, a description and a runbook_url; every
-      runbook_url is docs/metrics.md at the release's tag (v<Chart.yaml appVersion>) with the
-      anchor of the alert's own section, an anchor that page has; docs/metrics.md has a section
-      for every alert and none other, and its table gives each alert's severity and `for`.
+      runbook_url is the repository path docs/metrics.md with the anchor of the alert's own
+      section, an anchor that page has (no URL: the chart's runbookBaseURL puts the operator's
+      in front); docs/metrics.md has a section for every alert and none other, and its table
+      gives each alert's severity and `for`.
   check_metrics.py --root REPO --names [--promtool P]                    (deploy.metrics_names)
       The families the server can export, read from its source (lib/server/metrics.cpp,
       lib/kube/live_cluster.cpp): docs/metrics.md documents exactly those, with their types
@@ -50,13 +51,11 @@ CHART = os.path.join("deploy", "helm", "kuberay-tpu-webhook")
 RULES = os.path.join(CHART, "files", "alerts.yaml")
 DASHBOARD = os.path.join(CHART, "files", "dashboard.json")
 RULES_TEST = os.path.join("test", "deploy", "alerts_test.yaml")
-CHART_YAML = os.path.join(CHART, "Chart.yaml")
-# Where an alert's runbook_url points: docs/metrics.md of the project's repository at the tag of
-# the chart's appVersion (a tag never moves, so the section stays the one of the rule that fired),
-# then `#` and the anchor of the alert's section.
-RUNBOOK_BASE = ("https://github.com/kuberay-tpu-webhook/kuberay-tpu-webhook/blob/v{version}"
-                "/docs/metrics.md")
 METRICS_DOC = os.path.join("docs", "metrics.md")
+# Where an alert's runbook_url points: docs/metrics.md as a path in the repository, then `#` and
+# the anchor of the alert's section. The project publishes no URL; the chart's
+# tpuWebhook.metrics.prometheusRule.runbookBaseURL puts the operator's in front.
+RUNBOOK_BASE = "docs/metrics.md"
 SERVER_SRC = os.path.join("lib", "server", "metrics.cpp")
 KUBE_SRC = os.path.join("lib", "kube", "live_cluster.cpp")
 # Text that names metrics and must name only exported ones.
@@ -206,20 +205,10 @@ def heading_anchors(doc):
     return anchors
 
 
-def app_version(root, r):
-    try:
-        with open(os.path.join(root, CHART_YAML)) as f:
-            return str(yaml.safe_load(f)["appVersion"])
-    except (OSError, yaml.YAMLError, KeyError, TypeError) as e:
-        r.check(False, f"{CHART_YAML}: no appVersion: {e}")
-        return None
-
-
-def check_runbooks(root, rules, doc, r):
-    """Every alert's runbook_url is RUNBOOK_BASE at the chart's appVersion, `#`, and the anchor
-    of the alert's own `### <alert>` section, which docs/metrics.md has."""
-    version = app_version(root, r)
-    base = RUNBOOK_BASE.format(version=version)
+def check_runbooks(rules, doc, r):
+    """Every alert's runbook_url is RUNBOOK_BASE, `#`, and the anchor of the alert's own
+    `### <alert>` section, which docs/metrics.md has."""
+    base = RUNBOOK_BASE
     anchors = heading_anchors(doc)
     checked = 0
     for rule in rules:
@@ -231,8 +220,8 @@ def check_runbooks(root, rules, doc, r):
                             f"{base}#{name.lower()})"):
             continue
         page, _, anchor = url.partition("#")
-        r.check(page == base, f"{RULES}: {name}: runbook_url {url}: want the page {base} (the "
-                              f"tag of appVersion {version} in {CHART_YAML})")
+        r.check(page == base, f"{RULES}: {name}: runbook_url {url}: want the page {base}, a "
+                              "path in the repository (the chart's runbookBaseURL adds a URL)")
         r.check(anchor == name.lower(), f"{RULES}: {name}: runbook_url anchor #{anchor}, want "
                                         f"#{name.lower()}, the alert's own section")
         if r.check(anchor in anchors, f"{RULES}: {name}: runbook_url anchor #{anchor} is not a "
@@ -320,7 +309,7 @@ def check_rules(root, promtool, r):
         r.check(name in silent, f"{RULES_TEST}: no case checks that {name} stays silent")
 
     doc = read(root, METRICS_DOC)
-    check_runbooks(root, rules, doc, r)
+    check_runbooks(rules, doc, r)
     table, headings = documented_alerts(doc, r)
     for name, (sev, dur) in sorted(alerts.items()):
         r.check(name in headings, f"{METRICS_DOC}: no \"### {name}\" under \"## Alerts\"")
@@ -648,16 +637,21 @@ BREAKAGE = [
     ("an alert not explained in the docs", "rules", METRICS_DOC, f"### {ALERT}\n",
      f"### The claim denials alert\n", f"no \"### {ALERT}\""),
     ("an alert without a runbook_url", "rules", RULES,
-     f"\n          runbook_url: >-\n            {RUNBOOK_BASE.format(version='0.3.0')}"
-     f"#{ALERT.lower()}\n", "\n", f"{ALERT}: no runbook_url annotation"),
+     f"\n          runbook_url: {RUNBOOK_BASE}#{ALERT.lower()}\n", "\n",
+     f"{ALERT}: no runbook_url annotation"),
     ("a runbook_url to another alert's section", "rules", RULES,
      f"#{ALERT.lower()}\n", "#kuberaytpuwebhookclaimapierrors\n",
      f"{ALERT}: runbook_url anchor #kuberaytpuwebhookclaimapierrors, want"),
     ("a runbook_url whose section the docs lost", "rules", METRICS_DOC,
      "### KubeRayTPUWebhookSlotConflict\n", "### Slot conflicts\n",
      "runbook_url anchor #kuberaytpuwebhookslotconflict is not a heading"),
-    ("a runbook_url at another release's tag", "rules", CHART_YAML,
-     'appVersion: "0.3.0"', 'appVersion: "0.4.0"', "want the page"),
+    ("a runbook_url made a URL again", "rules", RULES,
+     f"runbook_url: {RUNBOOK_BASE}#{ALERT.lower()}\n",
+     f"runbook_url: https://example.com/blob/v0.3.0/{RUNBOOK_BASE}#{ALERT.lower()}\n",
+     f"{ALERT}: runbook_url https://example.com/blob/v0.3.0/{RUNBOOK_BASE}#"),
+    ("a runbook_url to another page", "rules", RULES,
+     f"runbook_url: {RUNBOOK_BASE}#{ALERT.lower()}\n",
+     f"runbook_url: docs/server.md#{ALERT.lower()}\n", "want the page docs/metrics.md"),
 ]
 
 
@@ -665,7 +659,7 @@ def copy_tree(root, dst):
     """The files the checks read, and only those."""
     docs = [os.path.join("docs", n) for n in os.listdir(os.path.join(root, "docs"))
             if n.endswith(".md")]
-    for rel in [SERVER_SRC, KUBE_SRC, RULES, DASHBOARD, RULES_TEST, CHART_YAML] + docs + PROSE:
+    for rel in [SERVER_SRC, KUBE_SRC, RULES, DASHBOARD, RULES_TEST] + docs + PROSE:
         if os.path.exists(os.path.join(root, rel)):
             os.makedirs(os.path.dirname(os.path.join(dst, rel)), exist_ok=True)
             shutil.copy(os.path.join(root, rel), os.path.join(dst, rel))
