@@ -83,7 +83,7 @@ def check_overlay(kubectl, base, r):
         return
     sub = dc.Report()
     try:
-        dc.check_install(objs, sub, namespace=OTHER_NS)
+        dc.check_install(objs, sub, cert_mode="certManager", namespace=OTHER_NS)
     except (KeyError, TypeError, AttributeError, IndexError, ValueError) as e:
         sub.check(False, f"objects too malformed to check ({type(e).__name__}: {e})")
     left = [f"{o['kind']} {o['metadata']['name']}: {p}" for o in objs
@@ -99,7 +99,7 @@ def check_overlay(kubectl, base, r):
                                      f"follow-namespace failed:\n{err}"):
         return
     sub = dc.Report()
-    dc.check_install(bare, sub, namespace=OTHER_NS)
+    dc.check_install(bare, sub, cert_mode="certManager", namespace=OTHER_NS)
     caught = " | ".join(sub.failures)
     r.check("inject-ca-from" in caught and "dnsNames" in caught,
             "the overlay without follow-namespace passes the consistency check, which then "
