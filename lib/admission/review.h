@@ -125,6 +125,9 @@ struct Request {
   std::string generate_name;  // request.object.metadata.generateName
   json object;                // request.object (null for DELETE)
   json old_object;            // request.oldObject (UPDATE and DELETE), else null
+  // The AdmissionReview's bytes as received, an upper bound of request.object's JSON (docs/spec.md
+  // M8.3); 0 for a request built in memory, whose object is then measured.
+  std::size_t body_bytes = 0;
 };
 
 // Parses an AdmissionReview. Fails with reason malformed_request and a message saying what is
@@ -186,16 +189,22 @@ struct Response {
   // A /mutate answer: encoded with auditAnnotations (kAudit* below), which kube-apiserver records
   // in its audit log under "<webhook name>/<key>".
   bool audit = false;
+  // Variables left out because they would not fit in one environment string (M8.2), once each:
+  // the kAuditOmitted annotation and the env_omitted_total metric.
+  std::vector<std::string_view> omitted;
 };
 
 // The auditAnnotations keys of a /mutate answer. Every one carries kAuditOutcome (outcome());
 // one that placed a Pod also kAuditPlacement (podpatch::path_detail), kAuditReplica and
-// kAuditHost; a denial also kAuditReason (the denial's reason).
+// kAuditHost; a denial also kAuditReason (the denial's reason); one that left a variable out
+// also kAuditOmitted.
 inline constexpr std::string_view kAuditOutcome = "outcome";
 inline constexpr std::string_view kAuditPlacement = "placement";
 inline constexpr std::string_view kAuditReplica = "replica";
 inline constexpr std::string_view kAuditHost = "host";
 inline constexpr std::string_view kAuditReason = "reason";
+// Comma-joined names of the variables left out (M8.2), when any.
+inline constexpr std::string_view kAuditOmitted = "omitted";
 
 Response allowed(std::string uid);
 // `patch` is the operations' JSON text.
