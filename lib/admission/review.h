@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/status/result.h"
+#include "podpatch/limits.h"
 #include "podpatch/placement.h"
 
 namespace admission {
@@ -88,7 +89,8 @@ constexpr std::size_t answer_host_entry_bytes(const AnswerShape& s) {
 // An upper bound of the heap the Handler's answer for a TPU Pod takes beyond
 // kAdmissionMemoryPerBodyByte x body: every TPU container's TPU_WORKER_HOSTNAMES (hosts
 // entries), TPU_PROCESS_ADDRESSES (TPU7x: hosts x containers addresses) and
-// TORCH_TPU_SLICEBUILDER_ADDRESSES (one address per device), kAnswerListCopies times, plus the
+// TORCH_TPU_SLICEBUILDER_ADDRESSES (one address per device, at most one environment string:
+// longer, it is left out, spec M8.2), kAnswerListCopies times, plus the
 // lists and host names the mutation computes once. A few KiB for an ordinary slice (a v6e 4x4,
 // a TPU7x 2x2x2), tens of MiB for the largest: the Handler reserves it
 // (webhook::memory::reserve) before building the answer when it exceeds the 64 KiB every
@@ -102,10 +104,15 @@ constexpr std::size_t answer_memory_bound(const AnswerShape& s) {
   const std::size_t hostnames = multi_host ? s.hosts * (entry + 1) : 0;
   const std::size_t processes =
       s.tpu7x && (multi_host || s.tpu_containers > 1) ? s.hosts * s.tpu_containers * address : 0;
-  const std::size_t slicebuilder = s.devices * (multi_host ? literal_address : address);
+  // The slicebuilder list is never made longer than one environment string (spec M8.2).
+  const std::size_t cap = podpatch::kMaxEnvStringBytes;
+  const std::size_t slicebuilder_full = s.devices * (multi_host ? literal_address : address);
+  const std::size_t slicebuilder = slicebuilder_full < cap ? slicebuilder_full : cap;
   const std::size_t per_container = hostnames + processes + slicebuilder;
   // Computed once: each host name as a std::string (its object and malloc chunk) and the lists.
-  const std::size_t shared = s.hosts * (entry + 64) + hostnames + processes + s.devices * address;
+  const std::size_t computed = s.devices * address;
+  const std::size_t shared =
+      s.hosts * (entry + 64) + hostnames + processes + (computed < cap ? computed : cap);
   return kAnswerListCopies * s.tpu_containers * per_container + shared;
 }
 
