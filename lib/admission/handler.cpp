@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/json/access.h"
+#include "base/json/write.h"
 #include "base/memory/reserve.h"
 #include "base/text/text.h"
 #include "base/thread/blocking.h"
@@ -242,9 +243,15 @@ webhook::Result<Response> Handler::mutate_tpu_pod(const Request& req, PodDecisio
   // The patch is written straight from the changes (M6: exactly json::diff of the Pod and its
   // mutated copy, which webhook-dryrun makes when it shows the mutated Pod).
   podpatch::Mutation mutation = podpatch::plan_mutation(view, plan);
+  // M8: every value a container can exec, a Pod the API server can store.
+  RETURN_IF_ERROR(
+      podpatch::check_env_strings(mutation, d.facts->key.group, plan.svc, d.facts->key.cluster));
   std::string patch;
   patch.reserve(2048);
   podpatch::write_patch(view, mutation, patch);
+  std::size_t pod_bytes =
+      req.body_bytes > 0 ? req.body_bytes : webhook::dump_json(req.object).size();
+  RETURN_IF_ERROR(podpatch::check_pod_size(pod_bytes, patch.size(), mutation));
   if (d.record_mutated) {
     d.mutated = podpatch::mutable_parts(req.object);
     podpatch::apply_mutation(d.mutated, mutation);
@@ -253,6 +260,11 @@ webhook::Result<Response> Handler::mutate_tpu_pod(const Request& req, PodDecisio
                   std::make_move_iterator(mutation.warnings.end()));
   Response out = patched(req.uid, std::move(patch));
   out.warnings = std::move(warnings);
+  for (const podpatch::OmittedEnv& o : mutation.omitted) {
+    if (std::find(out.omitted.begin(), out.omitted.end(), o.name) == out.omitted.end()) {
+      out.omitted.push_back(o.name);
+    }
+  }
   out.placement = placed;
   return out;
 }
@@ -310,7 +322,7 @@ Response Handler::validate(const Request& req) const {
     }
   }
   podpatch::ClusterReport report =
-      podpatch::validate_ray_object(*object, {nodes_, services_, config_.kuberay});
+      podpatch::validate_ray_object(*object, {nodes_, services_, config_.kuberay, config_.ports});
   Response out = report.status ? allowed(req.uid) : denied(req.uid, report.status.error());
   out.warnings = std::move(report.warnings);
   return out;

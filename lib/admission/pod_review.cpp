@@ -226,6 +226,7 @@ std::optional<Request> decode_fast(std::string_view body) {
     return std::nullopt;
   }
   r.uid = *uid;
+  r.body_bytes = body.size();
   r.operation = *operation;
   r.kind = string_field(gvk, "kind").value_or("");
   r.group = string_field(gvk, "group").value_or("");

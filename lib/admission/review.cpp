@@ -390,6 +390,7 @@ webhook::Result<Request> decode(std::string_view body) {
   const json* gvk = member(request, "kind");
   const json* dry = member(request, "dryRun");
   Request r;
+  r.body_bytes = body.size();
   r.uid = string_member(&request, "uid").value_or("");
   r.kind = string_member(gvk, "kind").value_or("");
   r.group = string_member(gvk, "group").value_or("");
@@ -453,6 +454,14 @@ void each_audit_annotation(const Response& response, Fn&& fn) {
   }
   if (!response.allowed && !response.reason.empty()) {
     fn(kAuditReason, response.reason);
+  }
+  if (!response.omitted.empty()) {
+    std::string names;
+    for (std::string_view n : response.omitted) {
+      names += names.empty() ? "" : ",";
+      names += n;
+    }
+    fn(kAuditOmitted, names);
   }
 }
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/status/result.h"
+#include "podpatch/limits.h"
 #include "podpatch/placement.h"
 
 namespace admission {
@@ -88,7 +89,8 @@ constexpr std::size_t answer_host_entry_bytes(const AnswerShape& s) {
 // An upper bound of the heap the Handler's answer for a TPU Pod takes beyond
 // kAdmissionMemoryPerBodyByte x body: every TPU container's TPU_WORKER_HOSTNAMES (hosts
 // entries), TPU_PROCESS_ADDRESSES (TPU7x: hosts x containers addresses) and
-// TORCH_TPU_SLICEBUILDER_ADDRESSES (one address per device), kAnswerListCopies times, plus the
+// TORCH_TPU_SLICEBUILDER_ADDRESSES (one address per device, at most one environment string:
+// longer, it is left out, spec M8.2), kAnswerListCopies times, plus the
 // lists and host names the mutation computes once. A few KiB for an ordinary slice (a v6e 4x4,
 // a TPU7x 2x2x2), tens of MiB for the largest: the Handler reserves it
 // (webhook::memory::reserve) before building the answer when it exceeds the 64 KiB every
@@ -102,10 +104,15 @@ constexpr std::size_t answer_memory_bound(const AnswerShape& s) {
   const std::size_t hostnames = multi_host ? s.hosts * (entry + 1) : 0;
   const std::size_t processes =
       s.tpu7x && (multi_host || s.tpu_containers > 1) ? s.hosts * s.tpu_containers * address : 0;
-  const std::size_t slicebuilder = s.devices * (multi_host ? literal_address : address);
+  // The slicebuilder list is never made longer than one environment string (spec M8.2).
+  const std::size_t cap = podpatch::kMaxEnvStringBytes;
+  const std::size_t slicebuilder_full = s.devices * (multi_host ? literal_address : address);
+  const std::size_t slicebuilder = slicebuilder_full < cap ? slicebuilder_full : cap;
   const std::size_t per_container = hostnames + processes + slicebuilder;
   // Computed once: each host name as a std::string (its object and malloc chunk) and the lists.
-  const std::size_t shared = s.hosts * (entry + 64) + hostnames + processes + s.devices * address;
+  const std::size_t computed = s.devices * address;
+  const std::size_t shared =
+      s.hosts * (entry + 64) + hostnames + processes + (computed < cap ? computed : cap);
   return kAnswerListCopies * s.tpu_containers * per_container + shared;
 }
 
@@ -125,6 +132,9 @@ struct Request {
   std::string generate_name;  // request.object.metadata.generateName
   json object;                // request.object (null for DELETE)
   json old_object;            // request.oldObject (UPDATE and DELETE), else null
+  // The AdmissionReview's bytes as received, an upper bound of request.object's JSON (docs/spec.md
+  // M8.3); 0 for a request built in memory, whose object is then measured.
+  std::size_t body_bytes = 0;
 };
 
 // Parses an AdmissionReview. Fails with reason malformed_request and a message saying what is
@@ -186,16 +196,22 @@ struct Response {
   // A /mutate answer: encoded with auditAnnotations (kAudit* below), which kube-apiserver records
   // in its audit log under "<webhook name>/<key>".
   bool audit = false;
+  // Variables left out because they would not fit in one environment string (M8.2), once each:
+  // the kAuditOmitted annotation and the env_omitted_total metric.
+  std::vector<std::string_view> omitted;
 };
 
 // The auditAnnotations keys of a /mutate answer. Every one carries kAuditOutcome (outcome());
 // one that placed a Pod also kAuditPlacement (podpatch::path_detail), kAuditReplica and
-// kAuditHost; a denial also kAuditReason (the denial's reason).
+// kAuditHost; a denial also kAuditReason (the denial's reason); one that left a variable out
+// also kAuditOmitted.
 inline constexpr std::string_view kAuditOutcome = "outcome";
 inline constexpr std::string_view kAuditPlacement = "placement";
 inline constexpr std::string_view kAuditReplica = "replica";
 inline constexpr std::string_view kAuditHost = "host";
 inline constexpr std::string_view kAuditReason = "reason";
+// Comma-joined names of the variables left out (M8.2), when any.
+inline constexpr std::string_view kAuditOmitted = "omitted";
 
 Response allowed(std::string uid);
 // `patch` is the operations' JSON text.

@@ -1,9 +1,16 @@
 #include "dryrun/cli.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <memory>
 #include <optional>
 #include <sstream>
 
@@ -390,6 +397,41 @@ class Selectors {
   std::vector<std::string> excluded_;
 };
 
+// A file that holds a large output until it is known to be complete: created in $TMPDIR (or
+// /tmp) and unlinked at once, so nothing is left behind whatever happens.
+class SpillFile {
+ public:
+  static webhook::Result<SpillFile> create() {
+    const char* dir = std::getenv("TMPDIR");
+    std::string path =
+        std::string(dir != nullptr && *dir != '\0' ? dir : "/tmp") + "/webhook-dryrun-XXXXXX";
+    int fd = mkstemp(path.data());
+    if (fd < 0) {
+      return webhook::invalid_argument("cannot create a temporary file in " + path + ": " +
+                                       std::strerror(errno) +
+                                       "; set TMPDIR to a writable "
+                                       "directory");
+    }
+    SpillFile f;
+    f.file_ = std::make_unique<std::fstream>(
+        path, std::ios_base::in | std::ios_base::out | std::ios_base::trunc);
+    ::close(fd);
+    std::remove(path.c_str());
+    return f;
+  }
+  std::ostream& stream() { return *file_; }
+  // Everything written, to `out`.
+  void copy_to(std::ostream& out) {
+    file_->flush();
+    file_->seekg(0);
+    out << file_->rdbuf();
+  }
+
+ private:
+  SpillFile() = default;
+  std::unique_ptr<std::fstream> file_;
+};
+
 class Runner {
  public:
   Runner(const Options& o, CliIo io, Cluster& cluster)
@@ -561,7 +603,7 @@ class Runner {
 
   // The line naming the object, its generated RayCluster and headless Service, then the slice
   // table of the Pods the webhook mutated.
-  void print_cluster_table(const podpatch::RayObject& ray, const std::vector<TableRow>& rows,
+  void print_cluster_table(const podpatch::RayObject& ray, const std::vector<RowCells>& rows,
                            std::size_t pods, int not_sent, const std::string& subdomain) {
     io_.out << ray.display() << ": admitted";
     if (ray.generated_name) {
@@ -584,7 +626,8 @@ class Runner {
   }
 
   // The RayCluster of `ray` expanded into its worker Pods, each through the webhook, printed as
-  // `out` says.
+  // `out` says. One Pod at a time: the table keeps each Pod's cells, yaml and json write each
+  // Pod to a spill file (so that a denial part way prints no partial List) copied out at the end.
   webhook::Result<int> run_workers(const Item& item, const podpatch::RayObject& ray,
                                    const std::string& out) {
     std::ostream& verdict_out = out == "table" ? io_.out : io_.err;
@@ -592,49 +635,79 @@ class Runner {
     eo.indexing = o_.indexing;
     eo.default_namespace = o_.default_namespace;
     eo.existing = cluster_.pods_per_group;
-    webhook::Result<std::vector<WorkerPod>> pods =
-        expand_workers(podpatch::generated_raycluster(ray), eo);
-    if (!pods) {
-      return invalid_argument(item.where + ": " + pods.error().message);
+    std::vector<RowCells> rows;
+    std::optional<SpillFile> spill;
+    std::optional<ListWriter> list;
+    if (out != "table") {
+      webhook::Result<SpillFile> file = SpillFile::create();
+      if (!file) {
+        return file.error();
+      }
+      spill.emplace(std::move(file).value());
+      list.emplace(spill->stream(), out == "json");
     }
-    std::vector<TableRow> rows;
-    json list = {{"apiVersion", "v1"}, {"kind", "List"}, {"items", json::array()}};
     int ordinal = 0;
     int code = kExitAdmitted;
     int not_sent = 0;
+    bool denied = false;
+    std::size_t pods = 0;
     std::string subdomain;
-    for (WorkerPod& w : *pods) {
-      admission::Request pod_req = request("Pod", "", std::move(w.pod));
-      std::string title = "worker Pod #" + std::to_string(++ordinal) + " of group " + w.group;
-      if (std::string why = selectors_.pod_not_sent(pod_req.object, pod_req.ns); !why.empty()) {
-        verdict_out << item.where << ": " << title << " is not sent to the webhook: " << why
-                    << "; kube-apiserver creates it unchanged\n";
-        code = worst(code, kExitNotSent);
-        ++not_sent;
-        list["items"].push_back(std::move(pod_req.object));
-        continue;
-      }
-      admission::PodDecision decision;
-      admission::Response r = handler_.mutate(pod_req, &decision);
-      print_explain(decision, title);
-      print_warnings(r);
-      if (!r.allowed) {
-        verdict_out << item.where << ": " << title << " denied: " << r.message << "\n";
-        return kExitDenied;
-      }
-      json mutated =
-          pod_req.object.patch(admission::has_patch(r) ? admission::patch_ops(r) : json::array());
-      if (subdomain.empty()) {
-        subdomain = string_member(member(mutated, "spec"), "subdomain").value_or("");
-      }
-      rows.push_back(
-          {ordinal, w.group, r.placement ? r.placement->slot : podpatch::Slot{}, mutated});
-      list["items"].push_back(std::move(mutated));
+    webhook::Status expanded = for_each_worker(
+        podpatch::generated_raycluster(ray), eo, [&](WorkerPod&& w) -> webhook::Status {
+          ++pods;
+          if (denied) {
+            return {};
+          }
+          admission::Request pod_req = request("Pod", "", std::move(w.pod));
+          std::string title = "worker Pod #" + std::to_string(++ordinal) + " of group " + w.group;
+          if (std::string why = selectors_.pod_not_sent(pod_req.object, pod_req.ns); !why.empty()) {
+            verdict_out << item.where << ": " << title << " is not sent to the webhook: " << why
+                        << "; kube-apiserver creates it unchanged\n";
+            code = worst(code, kExitNotSent);
+            ++not_sent;
+            if (list) {
+              list->item(pod_req.object);
+            }
+            return {};
+          }
+          admission::PodDecision decision;
+          decision.record_mutated = o_.explain;  // only --explain shows it
+          admission::Response r = handler_.mutate(pod_req, &decision);
+          print_explain(decision, title);
+          print_warnings(r);
+          if (!r.allowed) {
+            verdict_out << item.where << ": " << title << " denied: " << r.message << "\n";
+            denied = true;
+            return {};
+          }
+          json mutated = pod_req.object.patch(admission::has_patch(r) ? admission::patch_ops(r)
+                                                                      : json::array());
+          if (subdomain.empty()) {
+            subdomain = string_member(member(mutated, "spec"), "subdomain").value_or("");
+          }
+          if (list) {
+            list->item(mutated);
+          } else {
+            rows.push_back(row_cells(
+                {ordinal, w.group, r.placement ? r.placement->slot : podpatch::Slot{}, mutated}));
+          }
+          return {};
+        });
+    if (!expanded) {
+      return invalid_argument(item.where + ": " + expanded.error().message);
+    }
+    if (denied) {
+      return kExitDenied;
     }
     if (out == "table") {
-      print_cluster_table(ray, rows, pods->size(), not_sent, subdomain);
+      print_cluster_table(ray, rows, pods, not_sent, subdomain);
     } else {
-      print_object(list, out);
+      if (printed_yaml_ && out != "json") {
+        io_.out << "---\n";
+      }
+      list->end();
+      spill->copy_to(io_.out);
+      printed_yaml_ = printed_yaml_ || out != "json";
     }
     return code;
   }

@@ -574,6 +574,16 @@ int desired_pods(const json& group) {
 
 webhook::Result<std::vector<WorkerPod>> expand_workers(const json& raycluster,
                                                        const ExpandOptions& options) {
+  std::vector<WorkerPod> out;
+  RETURN_IF_ERROR(for_each_worker(raycluster, options, [&](WorkerPod&& w) {
+    out.push_back(std::move(w));
+    return webhook::Status();
+  }));
+  return out;
+}
+
+webhook::Status for_each_worker(const json& raycluster, const ExpandOptions& options,
+                                const std::function<webhook::Status(WorkerPod&&)>& fn) {
   const json* metadata = member(raycluster, "metadata");
   std::string cluster(string_member(metadata, "name").value_or(""));
   if (cluster.empty()) {
@@ -587,9 +597,8 @@ webhook::Result<std::vector<WorkerPod>> expand_workers(const json& raycluster,
   std::string head_svc = cluster + "-head-svc";
   std::string fqdn = head_svc + "." + ns + ".svc.cluster.local";
   const json* groups = member(raycluster, "spec", "workerGroupSpecs");
-  std::vector<WorkerPod> out;
   if (groups == nullptr || !groups->is_array()) {
-    return out;
+    return {};
   }
   for (const json& g : *groups) {
     std::string group(string_member(&g, "groupName").value_or(""));
@@ -640,10 +649,10 @@ webhook::Result<std::vector<WorkerPod>> expand_workers(const json& raycluster,
         inits.push_back(wait_gcs_ready(ray, std::move(template_env), fqdn, head_svc));
       }
       pod["spec"] = std::move(spec);
-      out.push_back({std::move(pod), group, replica, host});
+      RETURN_IF_ERROR(fn({std::move(pod), group, replica, host}));
     }
   }
-  return out;
+  return {};
 }
 
 }  // namespace dryrun

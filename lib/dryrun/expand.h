@@ -12,6 +12,7 @@
 //   dryrun::ExpandOptions opts;                 // KubeRay's index labels on, as in KubeRay >= 1.6
 //   auto pods = dryrun::expand_workers(raycluster, opts);
 
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -45,6 +46,11 @@ struct WorkerPod {
 // InvalidArgument when the RayCluster has no name or a group's shape is malformed.
 webhook::Result<std::vector<WorkerPod>> expand_workers(const json& raycluster,
                                                        const ExpandOptions& options);
+
+// expand_workers one Pod at a time: `fn` gets each Pod as it is made (so only one is held), and
+// the first error it returns stops the expansion and is returned.
+webhook::Status for_each_worker(const json& raycluster, const ExpandOptions& options,
+                                const std::function<webhook::Status(WorkerPod&&)>& fn);
 
 // KubeRay's desired Pod count of a group: clamp(replicas, minReplicas, maxReplicas) x numOfHosts,
 // or 0 when the group is suspended.

@@ -4,6 +4,7 @@
 //   std::cout << dryrun::to_yaml(pod);
 
 #include <nlohmann/json.hpp>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -34,5 +35,30 @@ struct TableRow {
 std::string pod_display_name(const json& pod);
 
 std::string format_table(const std::vector<TableRow>& rows);
+
+// One row's cells, read from its mutated Pod, without the Pod: what a table of many Pods keeps
+// (format_table of these is format_table of the rows they were read from). FIRST_PEER is, when
+// the Pod carries no TORCH_TPU_SLICEBUILDER_ADDRESSES but TORCH_TPU_BASE_PORT (docs/spec.md M8.2),
+// the first address TorchTPU derives, marked "(derived)".
+struct RowCells {
+  std::vector<std::string> cells;  // the columns up to FIRST_PEER
+  std::string megascale;           // "SLICE_ID/NUM_SLICES" when multi-slice, else ""
+};
+RowCells row_cells(const TableRow& row);
+std::string format_table(const std::vector<RowCells>& rows);
+
+// dump_json(List of the items, 2) + "\n" and to_yaml(List of the items), written one item at a
+// time: begin, item() for each, end.
+class ListWriter {
+ public:
+  ListWriter(std::ostream& out, bool as_json) : out_(out), json_(as_json) {}
+  void item(const json& value);
+  void end();
+
+ private:
+  std::ostream& out_;
+  bool json_;
+  bool any_ = false;
+};
 
 }  // namespace dryrun

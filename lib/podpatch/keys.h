@@ -49,6 +49,10 @@ inline constexpr std::string_view kProcessAddresses = "TPU_PROCESS_ADDRESSES";
 inline constexpr std::string_view kProcessPort = "TPU_PROCESS_PORT";
 inline constexpr std::string_view kTorchTopology = "TORCH_TPU_TOPOLOGY";
 inline constexpr std::string_view kTorchSlicebuilder = "TORCH_TPU_SLICEBUILDER_ADDRESSES";
+// Set instead of TORCH_TPU_SLICEBUILDER_ADDRESSES when that list would not fit in one environment
+// string (docs/spec.md M8.2): TorchTPU's launcher derives the list from them.
+inline constexpr std::string_view kTorchBasePort = "TORCH_TPU_BASE_PORT";
+inline constexpr std::string_view kTorchDevicesPerHost = "TORCH_TPU_DEVICES_PER_HOST";
 inline constexpr std::string_view kWorkerId = "TPU_WORKER_ID";
 inline constexpr std::string_view kTpuName = "TPU_NAME";
 inline constexpr std::string_view kDevicePluginHostIp = "TPU_DEVICE_PLUGIN_HOST_IP";

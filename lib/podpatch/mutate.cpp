@@ -9,7 +9,9 @@
 #include "podpatch/env.h"
 #include "podpatch/keys.h"
 #include "podpatch/labels.h"
+#include "podpatch/limits.h"
 #include "podpatch/patch.h"
+#include "podpatch/reasons.h"
 #include "topology/names.h"
 
 namespace podpatch {
@@ -25,7 +27,9 @@ struct SliceValues {
   std::string hostnames_joined;
   std::string process_addresses;  // TPU7x, when multi-host or several TPU containers
   std::string torch_topology;
-  std::string slicebuilder;  // from the computed host list (or localhost)
+  std::string slicebuilder;    // from the computed host list (or localhost); empty when omitted
+  int slicebuilder_ports = 0;  // per entry of that host list: devices per host
+  std::size_t slicebuilder_bytes = 0;  // its environment string (M8)
   std::string tpu_name;
   std::string coordinator;
 };
@@ -45,8 +49,15 @@ SliceValues compute_values(const PodView& view, const MutationPlan& plan, std::s
         topology::address_list(entries, tpu_containers, plan.ports.tpu_process_base);
   }
   v.torch_topology = topology::torch_tpu_topology(slice.shape(), slice.chiplets());
-  int ports = slice.chips() / static_cast<int>(entries.size()) * slice.chiplets();
-  v.slicebuilder = topology::address_list(entries, ports, plan.ports.tpu_process_base);
+  v.slicebuilder_ports = slice.chips() / static_cast<int>(entries.size()) * slice.chiplets();
+  // M8.2: measured before it is made; a list that would not fit is not built.
+  v.slicebuilder_bytes = list_sizes(slice, group.size(), plan.slot.replica, plan.svc.size(),
+                                    tpu_containers, plan.ports)
+                             .slicebuilder;
+  if (v.slicebuilder_bytes <= kMaxEnvStringBytes) {
+    v.slicebuilder =
+        topology::address_list(entries, v.slicebuilder_ports, plan.ports.tpu_process_base);
+  }
   v.tpu_name = std::string(group) + "-" + std::to_string(plan.slot.replica);
   v.coordinator =
       topology::megascale_coordinator(group, plan.svc, slice.tpu7x(), plan.ports.megascale_base);
@@ -137,15 +148,26 @@ class ContainerEnv {
 };
 
 // M5.3's slicebuilder list for one container: from its literal TPU_WORKER_HOSTNAMES on a
-// multi-host slice when that list divides the chips, else the computed one.
-std::string slicebuilder_for(ContainerEnv& env, const topology::Slice& slice,
-                             const SliceValues& values, const MutationPlan& plan) {
+// multi-host slice when that list divides the chips, else the computed one. `list` is empty when
+// it would not fit in one environment string (M8.2): `ports` and `bytes` then say what it was.
+struct Slicebuilder {
+  std::string list;
+  int ports = 0;  // addresses per host entry
+  std::size_t bytes = 0;
+};
+
+Slicebuilder computed_slicebuilder(const SliceValues& values) {
+  return {values.slicebuilder, values.slicebuilder_ports, values.slicebuilder_bytes};
+}
+
+Slicebuilder slicebuilder_for(ContainerEnv& env, const topology::Slice& slice,
+                              const SliceValues& values, const MutationPlan& plan) {
   if (!slice.multi_host()) {
-    return values.slicebuilder;
+    return computed_slicebuilder(values);
   }
   std::optional<std::string_view> user = env.literal(keys::kWorkerHostnames);
   if (!user || *user == values.hostnames_joined) {
-    return values.slicebuilder;
+    return computed_slicebuilder(values);
   }
   // Counted before splitting: a list of more entries than the slice has chips cannot divide it,
   // and is not made into one string per entry.
@@ -161,15 +183,44 @@ std::string slicebuilder_for(ContainerEnv& env, const topology::Slice& slice,
     env.warnings().push_back(env.prefix() + "TPU_WORKER_HOSTNAMES" + why +
                              "; TORCH_TPU_SLICEBUILDER_ADDRESSES uses the webhook's host list "
                              "instead");
-    return values.slicebuilder;
+    return computed_slicebuilder(values);
   }
-  std::vector<std::string> entries = topology::split_list(*user);
-  int ports = slice.chips() / static_cast<int>(entries.size()) * slice.chiplets();
-  return topology::address_list(entries, ports, plan.ports.tpu_process_base);
+  Slicebuilder out;
+  out.ports = slice.chips() / static_cast<int>(count) * slice.chiplets();
+  out.bytes = env_string_bytes(keys::kTorchSlicebuilder.size(),
+                               topology::address_list_size(user->size() - (count - 1), count,
+                                                           out.ports, plan.ports.tpu_process_base));
+  if (out.bytes <= kMaxEnvStringBytes) {
+    out.list =
+        topology::address_list(topology::split_list(*user), out.ports, plan.ports.tpu_process_base);
+  }
+  return out;
 }
 
-void plan_env(ContainerEnv& env, int k, const PodView& view, const MutationPlan& plan,
-              const SliceValues& values, std::vector<std::string>& warnings) {
+// M8.2: TORCH_TPU_SLICEBUILDER_ADDRESSES left out, and what TorchTPU's launcher derives it from
+// set instead: for each entry of TPU_WORKER_HOSTNAMES, ports TORCH_TPU_BASE_PORT ..
+// TORCH_TPU_BASE_PORT + TORCH_TPU_DEVICES_PER_HOST - 1, which is the list the webhook would have
+// written.
+void omit_slicebuilder(ContainerEnv& env, int container, const Slicebuilder& sb,
+                       const MutationPlan& plan, Mutation& m) {
+  std::string base = std::to_string(plan.ports.tpu_process_base);
+  std::string devices = std::to_string(sb.ports);
+  env.keep_or_set(keys::kTorchBasePort, base);
+  env.keep_or_set(keys::kTorchDevicesPerHost, devices);
+  m.omitted.push_back({container, keys::kTorchSlicebuilder, sb.bytes});
+  env.warnings().push_back(
+      env.prefix() + "TORCH_TPU_SLICEBUILDER_ADDRESSES left out: it would be " +
+      with_commas(sb.bytes) + " bytes as NAME=value, over Linux's limit of " +
+      with_commas(kMaxEnvStringBytes) +
+      " bytes for one environment string, and the container could not start; set instead " +
+      std::string(keys::kTorchBasePort) + "=" + base + " and " +
+      std::string(keys::kTorchDevicesPerHost) + "=" + devices +
+      ", from which TorchTPU's launcher derives the same list from TPU_WORKER_HOSTNAMES");
+}
+
+void plan_env(ContainerEnv& env, int k, int container, const PodView& view,
+              const MutationPlan& plan, const SliceValues& values, Mutation& m) {
+  std::vector<std::string>& warnings = m.warnings;
   const topology::Slice& slice = *plan.slice;
   const topology::Ports& ports = plan.ports;
   int tpu_containers = static_cast<int>(view.tpu_containers().size());
@@ -197,7 +248,12 @@ void plan_env(ContainerEnv& env, int k, const PodView& view, const MutationPlan&
   bool user_topology = env.present(keys::kTorchTopology);
   env.keep_or_set(keys::kTorchTopology, values.torch_topology);
   if (!user_topology) {
-    env.keep_or_set(keys::kTorchSlicebuilder, slicebuilder_for(env, slice, values, plan));
+    Slicebuilder sb = slicebuilder_for(env, slice, values, plan);
+    if (!sb.list.empty()) {
+      env.keep_or_set(keys::kTorchSlicebuilder, sb.list);
+    } else if (!env.present(keys::kTorchSlicebuilder)) {
+      omit_slicebuilder(env, container, sb, plan, m);
+    }
   }
   // M5.4 worker id: a literal from the template is replaced in place; valueFrom is kept.
   int id = slice.tpu7x() ? plan.slot.host * tpu_containers + k : plan.slot.host;
@@ -498,7 +554,7 @@ Mutation plan_mutation(const PodView& view, const MutationPlan& plan) {
   for (const TpuContainer& t : view.tpu_containers()) {
     ContainerChanges changes{t.index, {}};
     ContainerEnv env(view.container(t.index), t.name, changes, m.warnings);
-    plan_env(env, k++, view, plan, values, m.warnings);
+    plan_env(env, k++, t.index, view, plan, values, m);
     if (!changes.env.empty()) {
       m.containers.push_back(std::move(changes));
     }
@@ -589,6 +645,51 @@ void write_patch(const PodView& view, const Mutation& m, std::string& out) {
     patch.end_value();
   }
   patch.finish();
+}
+
+webhook::Status check_env_strings(const Mutation& m, std::string_view group, std::string_view svc,
+                                  std::string_view cluster) {
+  for (const ContainerChanges& c : m.containers) {
+    for (const EnvChange& e : c.env) {
+      if (!e.host_ip && !env_string_fits(e.name.size(), e.value.size())) {
+        return env_too_long(e.name, env_string_bytes(e.name.size(), e.value.size()),
+                            topology::list_size(e.value), group, svc, cluster);
+      }
+    }
+  }
+  return {};
+}
+
+webhook::Status check_pod_size(std::size_t pod_bytes, std::size_t patch_bytes, const Mutation& m) {
+  if (pod_bytes + patch_bytes <= kMaxPodBytes) {
+    return {};
+  }
+  // What takes the space: the Pod as sent, and each variable written, over all its containers.
+  std::vector<std::pair<std::size_t, std::string>> parts;
+  for (const ContainerChanges& c : m.containers) {
+    for (const EnvChange& e : c.env) {
+      auto same = std::find_if(parts.begin(), parts.end(),
+                               [&](const auto& p) { return p.second == e.name; });
+      if (same == parts.end()) {
+        parts.emplace_back(e.value.size(), e.name);
+      } else {
+        same->first += e.value.size();
+      }
+    }
+  }
+  std::sort(parts.begin(), parts.end(), std::greater<>());
+  std::string what = "the Pod as sent " + with_commas(pod_bytes);
+  for (std::size_t i = 0; i < parts.size() && i < 3; ++i) {
+    what += ", " + parts[i].second + " " + with_commas(parts[i].first);
+  }
+  return webhook::invalid_argument(
+             "the mutated Pod would be up to " + with_commas(pod_bytes + patch_bytes) +
+             " bytes of JSON, over the webhook's budget of " + with_commas(kMaxPodBytes) +
+             " bytes (etcd refuses to store an object over 1.5 MiB); bytes: " + what + " (over " +
+             std::to_string(m.containers.size()) +
+             " TPU container(s): each carries its own copy of the lists); use fewer TPU "
+             "containers per Pod, shorter worker group and RayCluster names, or a smaller slice")
+      .with_reason(reasons::kPodTooLarge);
 }
 
 std::vector<std::string> mutate(json& pod, const PodView& view, const MutationPlan& plan) {

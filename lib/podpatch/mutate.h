@@ -51,6 +51,13 @@ struct ContainerChanges {
   std::vector<EnvChange> env;
 };
 
+// A list the webhook left out because its environment string would not fit (docs/spec.md M8.2).
+struct OmittedEnv {
+  int container = 0;      // index in spec.containers
+  std::string_view name;  // keys::kTorchSlicebuilder
+  std::size_t bytes = 0;  // its env_string_bytes
+};
+
 // Everything the mutation changes, and the M7 warnings about user values it kept or replaced.
 struct Mutation {
   std::optional<std::string> replica_label;  // metadata.labels.replicaIndex (M3), when it changes
@@ -60,6 +67,7 @@ struct Mutation {
   std::vector<AffinityTerm> affinity_terms;  // the terms spec.affinity does not have yet
   std::vector<ContainerChanges> containers;  // in spec.containers order, only those that change
   std::vector<std::string> warnings;
+  std::vector<OmittedEnv> omitted;  // M8.2, each with a warning among `warnings`
 };
 
 // Decides the mutation from the original Pod. Cannot fail: everything it relies on was checked
@@ -85,6 +93,16 @@ json mutable_parts(const json& pod);
 // True when the Pod gets spec.hostname and spec.subdomain (M4): a multi-host slice, or a
 // single-host Pod with MEGASCALE_NUM_SLICES in a TPU container (so the coordinator resolves).
 bool needs_pod_dns(const PodView& pod, const topology::Slice& slice);
+
+// M8.1: every value `m` writes fits in one environment string; otherwise the env_too_long denial
+// of the first that does not (only the host lists JAX needs can be that long: the slicebuilder
+// list is left out instead, M8.2). `group`, `svc` and `cluster` name what to shorten.
+webhook::Status check_env_strings(const Mutation& m, std::string_view group, std::string_view svc,
+                                  std::string_view cluster);
+
+// M8.3: the Pod as sent (`pod_bytes` of JSON) plus the patch text (`patch_bytes`) is within
+// kMaxPodBytes; otherwise the pod_too_large denial, listing what takes the space.
+webhook::Status check_pod_size(std::size_t pod_bytes, std::size_t patch_bytes, const Mutation& m);
 
 // apply_mutation(pod, plan_mutation(view, plan)) for `pod`, a copy of view.pod() or
 // mutable_parts(view.pod()) (the view reads the original). Returns the M7 warnings, each naming

@@ -37,6 +37,10 @@ inline constexpr std::string_view kSubsliceAmbiguous = "subslice_ambiguous";
 inline constexpr std::string_view kInvalidIndexLabel = "invalid_index_label";
 inline constexpr std::string_view kSlotConflict = "slot_conflict";
 inline constexpr std::string_view kPlacementUnavailable = "placement_unavailable";
+// A value the webhook would write that no container can exec (M8.1), a Pod over the size
+// budget (M8.3); validation gives them too (V5).
+inline constexpr std::string_view kEnvTooLong = "env_too_long";
+inline constexpr std::string_view kPodTooLarge = "pod_too_large";
 
 // RayClusters, RayJobs and RayServices (/validate, docs/spec.md V1-V5).
 inline constexpr std::string_view kNoContainers = "no_containers";
@@ -54,7 +58,8 @@ inline constexpr std::array kAll = {
     kInvalidChips,        kInvalidName,          kSubsliceAmbiguous, kInvalidIndexLabel,
     kSlotConflict,        kPlacementUnavailable, kNoContainers,      kInvalidResources,
     kMissingNumOfHosts,   kInvalidNumOfHosts,    kHostsMismatch,     kSubsliceInvalid,
-    kSubsliceUnplaceable, kServerBusy,           kJsonTooCostly,
+    kSubsliceUnplaceable, kServerBusy,           kJsonTooCostly,     kEnvTooLong,
+    kPodTooLarge,
 };
 
 }  // namespace podpatch::reasons

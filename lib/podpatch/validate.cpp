@@ -11,6 +11,7 @@
 #include "podpatch/env.h"
 #include "podpatch/keys.h"
 #include "podpatch/labels.h"
+#include "podpatch/limits.h"
 #include "podpatch/pod_view.h"
 #include "podpatch/reasons.h"
 #include "topology/slice.h"
@@ -241,6 +242,86 @@ webhook::Status check_names_and_advise(const json& group, const std::string& nam
   return {};
 }
 
+// Whether the webhook writes `var` into this TPU container (M5.2): not present, or a value it
+// replaces.
+bool writes_list(const json& container, std::string_view var, bool replace_localhost_part) {
+  std::optional<std::string_view> lit = env_literal(container, var);
+  if (!env_present(container, var)) {
+    return true;
+  }
+  return lit && (replace_localhost_part ? lit->find("localhost") != std::string_view::npos
+                                        : *lit == "localhost");
+}
+
+// V5.1: the sizes of M8 for the group's Pods, from its template.
+webhook::Status check_limits(const json& group, const std::string& name, const std::string& where,
+                             const json& containers, const std::vector<TpuContainer>& tpu,
+                             const topology::Slice& slice, const GroupContext& ctx) {
+  long long replicas =
+      std::max({integer_member(group, "replicas", 1), integer_member(group, "minReplicas", 1),
+                integer_member(group, "maxReplicas", 1), 1LL});
+  int replica = static_cast<int>(std::min<long long>(replicas, 1'000'000'000) - 1);
+  std::string svc = headless_service(ctx.sources.services, ctx.object.ns, ctx.object.cluster,
+                                     ctx.sources.kuberay);
+  int k = static_cast<int>(tpu.size());
+  ListSizes sizes = list_sizes(slice, name.size(), replica, svc.size(), k, ctx.sources.ports);
+  std::size_t lists = 0;  // bytes the webhook adds to a Pod, over its TPU containers
+  bool omitted = false;
+  for (const TpuContainer& t : tpu) {
+    const json& c = containers[static_cast<std::size_t>(t.index)];
+    if (slice.multi_host() && writes_list(c, keys::kWorkerHostnames, false)) {
+      if (sizes.hostnames > kMaxEnvStringBytes) {
+        webhook::Error e = env_too_long(keys::kWorkerHostnames, sizes.hostnames, sizes.hosts, name,
+                                        svc, ctx.object.cluster);
+        e.message = where + e.message;
+        return e;
+      }
+      lists += sizes.hostnames;
+    }
+    if (sizes.process_addresses > 0 &&
+        writes_list(c, keys::kProcessAddresses, slice.multi_host())) {
+      if (sizes.process_addresses > kMaxEnvStringBytes) {
+        webhook::Error e = env_too_long(keys::kProcessAddresses, sizes.process_addresses,
+                                        sizes.process_entries, name, svc, ctx.object.cluster);
+        e.message = where + e.message;
+        return e;
+      }
+      lists += sizes.process_addresses;
+    }
+    if (!env_present(c, keys::kTorchTopology) && !env_present(c, keys::kTorchSlicebuilder)) {
+      bool fits = sizes.slicebuilder <= kMaxEnvStringBytes;
+      omitted = omitted || !fits;
+      lists += fits ? sizes.slicebuilder : 0;
+    }
+  }
+  if (omitted) {
+    int devices = slice.chips() / static_cast<int>(sizes.hosts) * slice.chiplets();
+    ctx.warnings.push_back(
+        where + "TORCH_TPU_SLICEBUILDER_ADDRESSES would be " + with_commas(sizes.slicebuilder) +
+        " bytes as NAME=value, over Linux's limit of " + with_commas(kMaxEnvStringBytes) +
+        " bytes for one environment string, so the webhook leaves it out of the group's Pods and "
+        "sets " +
+        std::string(keys::kTorchBasePort) + "=" +
+        std::to_string(ctx.sources.ports.tpu_process_base) + " and " +
+        std::string(keys::kTorchDevicesPerHost) + "=" + std::to_string(devices) +
+        " instead; TorchTPU's launcher derives the list from them and TPU_WORKER_HOSTNAMES, a "
+        "program that reads the list itself must do the same");
+  }
+  std::size_t template_bytes = webhook::dump_json(*member(group, "template")).size();
+  if (template_bytes + lists > kMaxPodBytes) {
+    return deny(reasons::kPodTooLarge,
+                where + "its Pods would be more than " + with_commas(template_bytes + lists) +
+                    " bytes of JSON once mutated, over the webhook's budget of " +
+                    with_commas(kMaxPodBytes) +
+                    " bytes (etcd refuses to store an object over 1.5 MiB): the template " +
+                    with_commas(template_bytes) + " and the host lists " + with_commas(lists) +
+                    " over " + std::to_string(k) +
+                    " TPU container(s), each carrying its own copy; use fewer TPU containers "
+                    "per Pod, shorter worker group and RayCluster names, or a smaller slice");
+  }
+  return {};
+}
+
 webhook::Status check_group(const json& group, std::size_t index, const GroupContext& ctx) {
   std::string name(string_member(&group, "groupName").value_or(""));
   std::string label = name.empty() ? "workerGroupSpecs[" + std::to_string(index) + "]"
@@ -289,6 +370,9 @@ webhook::Status check_group(const json& group, std::size_t index, const GroupCon
   if (webhook::Status st =
           check_names_and_advise(group, name, where, *containers, *tpu, *slice, ctx);
       !st) {
+    return st;
+  }
+  if (webhook::Status st = check_limits(group, name, where, *containers, *tpu, *slice, ctx); !st) {
     return st;
   }
   std::optional<std::string_view> subslice = string_member(annotations, keys::kSubsliceAnnotation);

@@ -19,6 +19,7 @@
 #include "base/json/access.h"
 #include "base/status/result.h"
 #include "podpatch/sources.h"
+#include "topology/addresses.h"
 #include "topology/names.h"
 
 namespace podpatch {
@@ -78,6 +79,7 @@ struct ValidationSources {
   NodeSource& nodes;
   ServiceSource& services;
   topology::KubeRayVersion kuberay;
+  topology::Ports ports{};  // the lists' port bases, for their sizes (V5.1)
 };
 
 // The headless Service peers resolve through (docs/spec.md Terms "svc"): the live one labelled

@@ -170,6 +170,9 @@ void AdmissionService::record(Webhook webhook, const Exchange& x,
   if (response.placement) {
     metrics_.placement(podpatch::path_name(response.placement->path));
   }
+  if (!response.omitted.empty()) {
+    metrics_.slicebuilder_omitted();  // the only variable ever left out (M8.2)
+  }
   const admission::Request* req = x.request ? &*x.request : nullptr;
   auto us = std::chrono::duration_cast<std::chrono::microseconds>(latency).count();
   std::vector<LogField> fields;

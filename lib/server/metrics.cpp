@@ -169,6 +169,10 @@ void Metrics::placement(std::string_view path) {
       .fetch_add(1, std::memory_order_relaxed);
 }
 
+void Metrics::slicebuilder_omitted() {
+  slicebuilder_omitted_.fetch_add(1, std::memory_order_relaxed);
+}
+
 void Metrics::tls_reload(bool ok) { (ok ? reloads_ok_ : reloads_failed_).fetch_add(1); }
 void Metrics::set_certificate_expiry(std::int64_t unix_seconds) { cert_expiry_ = unix_seconds; }
 void Metrics::set_ready(bool ready) { ready_ = ready; }
@@ -250,6 +254,13 @@ std::string Metrics::render() const {
          "(from the cluster's existing Pods).");
   sample(out, name, "path=\"labels\"", std::to_string(placements_labels_.load()));
   sample(out, name, "path=\"legacy\"", std::to_string(placements_legacy_.load()));
+
+  name = full("env_omitted_total");
+  family(out, name, "counter",
+         "Worker Pods admitted with a variable left out because it would not fit in one "
+         "environment string (131,072 bytes), by variable.");
+  sample(out, name, "variable=\"TORCH_TPU_SLICEBUILDER_ADDRESSES\"",
+         std::to_string(slicebuilder_omitted_.load()));
 
   name = full("tls_reloads_total");
   family(out, name, "counter",

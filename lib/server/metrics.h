@@ -45,6 +45,8 @@ class Metrics {
   void denial(Webhook w, std::string_view reason);
   // `path` is podpatch::path_name: "labels" or "legacy".
   void placement(std::string_view path);
+  // A Pod admitted with TORCH_TPU_SLICEBUILDER_ADDRESSES left out (docs/spec.md M8.2).
+  void slicebuilder_omitted();
   void tls_reload(bool ok);
   // notAfter of the served certificate, in seconds since the Unix epoch.
   void set_certificate_expiry(std::int64_t unix_seconds);
@@ -85,6 +87,7 @@ class Metrics {
   std::atomic<std::uint64_t> reasons_overflow_[kWebhooks]{};
   std::atomic<std::uint64_t> placements_labels_{0};
   std::atomic<std::uint64_t> placements_legacy_{0};
+  std::atomic<std::uint64_t> slicebuilder_omitted_{0};
   std::atomic<std::uint64_t> reloads_ok_{0};
   std::atomic<std::uint64_t> reloads_failed_{0};
   std::atomic<std::int64_t> cert_expiry_{0};

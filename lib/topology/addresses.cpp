@@ -76,6 +76,42 @@ std::string address_list(std::span<const std::string> entries, int ports_per_ent
   return out;
 }
 
+std::size_t decimal_digits(long long n) {
+  std::size_t digits = 1;
+  for (; n >= 10; n /= 10) {
+    ++digits;
+  }
+  return digits;
+}
+
+std::size_t worker_hostnames_size(std::size_t group_bytes, int replica, int hosts,
+                                  std::size_t svc_bytes) {
+  if (hosts <= 0) {
+    return 0;
+  }
+  // Each "<g>-<r>-<h>.<svc>" and the comma before every entry but the first.
+  std::size_t fixed = group_bytes + 1 + decimal_digits(replica) + 1 + 1 + svc_bytes;
+  std::size_t size = static_cast<std::size_t>(hosts) * fixed + static_cast<std::size_t>(hosts - 1);
+  for (int h = 0; h < hosts; ++h) {
+    size += decimal_digits(h);
+  }
+  return size;
+}
+
+std::size_t address_list_size(std::size_t entry_bytes, std::size_t count, int ports_per_entry,
+                              int port_base) {
+  if (count == 0 || ports_per_entry <= 0) {
+    return 0;
+  }
+  auto ports = static_cast<std::size_t>(ports_per_entry);
+  // Every entry once per port, each address's ":<port>", and a comma between addresses.
+  std::size_t size = ports * entry_bytes + count * ports - 1;
+  for (int p = 0; p < ports_per_entry; ++p) {
+    size += count * (1 + decimal_digits(static_cast<long long>(port_base) + p));
+  }
+  return size;
+}
+
 std::string torch_tpu_topology(const Shape& shape, int chiplets) {
   const auto& d = shape.dims3();
   std::string out = std::to_string(d[0]) + "," + std::to_string(d[1]) + "," + std::to_string(d[2]);

@@ -45,6 +45,20 @@ bool list_has_empty_item(std::string_view text);
 // host; TPU process addresses one per TPU container.
 std::string address_list(std::span<const std::string> entries, int ports_per_entry, int port_base);
 
+// The decimal digits of n >= 0 (1 for 0).
+std::size_t decimal_digits(long long n);
+
+// join(worker_hostnames(group, replica, hosts, svc)).size() for a group name of `group_bytes`
+// and a Service name of `svc_bytes` bytes, computed without making the list: the limits of
+// docs/spec.md M8 are checked before a list is built.
+std::size_t worker_hostnames_size(std::size_t group_bytes, int replica, int hosts,
+                                  std::size_t svc_bytes);
+
+// address_list(entries, ports_per_entry, port_base).size() for `count` entries of `entry_bytes`
+// bytes in all (their commas not counted), computed without making the list.
+std::size_t address_list_size(std::size_t entry_bytes, std::size_t count, int ports_per_entry,
+                              int port_base);
+
 // TORCH_TPU_TOPOLOGY: the three dims joined by ',' (2-D gets ",1"), plus ",2" when a chip has
 // two chiplets: v6e 4x4 -> "4,4,1"; TPU7x 2x2x2 -> "2,2,2,2".
 std::string torch_tpu_topology(const Shape& shape, int chiplets);

@@ -489,6 +489,86 @@ void check_megascale(const Model& m, std::vector<Finding>& out) {
   }
 }
 
+namespace {
+
+// The message of a container status that says execve failed with E2BIG, or "".
+std::string exec_too_long(const json& status) {
+  for (const json* state :
+       {member(status, "state", "waiting"), member(status, "state", "terminated"),
+        member(status, "lastState", "terminated")}) {
+    std::string message(string_member(state, "message").value_or(""));
+    std::string lowered = message;
+    std::transform(lowered.begin(), lowered.end(), lowered.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (lowered.find("argument list too long") != std::string::npos) {
+      return message;
+    }
+  }
+  return {};
+}
+
+// The container's longest literal env entries, as "NAME=value" bytes with the NUL.
+std::vector<std::string> longest_env(const json& pod, std::string_view container) {
+  std::vector<std::pair<std::size_t, std::string>> sizes;
+  const json* containers = member(pod, "spec", "containers");
+  for (std::size_t i = 0; containers != nullptr && containers->is_array() && i < containers->size();
+       ++i) {
+    const json& c = (*containers)[i];
+    const json* env = member(c, "env");
+    if (string_member(&c, "name").value_or("") != container || env == nullptr || !env->is_array()) {
+      continue;
+    }
+    for (const json& e : *env) {
+      std::string name(string_member(&e, "name").value_or(""));
+      std::size_t value = string_member(&e, "value").value_or("").size();
+      sizes.emplace_back(name.size() + value + 2, name);
+    }
+  }
+  std::sort(sizes.begin(), sizes.end(), std::greater<>());
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < sizes.size() && i < 3; ++i) {
+    out.push_back(sizes[i].second + ": " + std::to_string(sizes[i].first) + " bytes");
+  }
+  return out;
+}
+
+}  // namespace
+
+// A container that could not exec because its environment or arguments were too long (E2BIG,
+// "argument list too long"): Linux's limit of 131,072 bytes for one "NAME=value" string
+// (docs/spec.md M8.1).
+void check_exec_failures(const Model& m, std::vector<Finding>& out) {
+  for (const auto& [key, s] : m.slices) {
+    for (const Worker* w : s.workers) {
+      const json* statuses = member(member(*w->pod, "status"), "containerStatuses");
+      for (std::size_t i = 0; statuses != nullptr && statuses->is_array() && i < statuses->size();
+           ++i) {
+        const json& st = (*statuses)[i];
+        std::string message = exec_too_long(st);
+        if (message.empty()) {
+          continue;
+        }
+        std::string container(string_member(&st, "name").value_or(""));
+        Finding f = finding(kArgListTooLong, s, s.replica);
+        f.message = "Pod " + w->ns + "/" + w->name + " container " + container +
+                    " cannot start: \"argument list too long\" (E2BIG): one of its environment "
+                    "strings is over Linux's limit of 131,072 bytes for NAME=value; a webhook "
+                    "that follows docs/spec.md M8 leaves TORCH_TPU_SLICEBUILDER_ADDRESSES out "
+                    "and refuses host lists over the limit: upgrade it, shorten the worker group "
+                    "and RayCluster names if it refuses them, then delete the Pods so KubeRay "
+                    "recreates them";
+        f.evidence.push_back("Pod " + w->name + " container " + container + ": " + message);
+        for (const std::string& e : longest_env(*w->pod, container)) {
+          f.evidence.push_back("Pod " + w->name + " env " + e);
+        }
+        f.command = "kubectl delete pods -n " + s.ns + " -l ray.io/cluster=" + s.cluster +
+                    ",ray.io/group=" + s.group + "   # once the webhook is upgraded";
+        out.push_back(std::move(f));
+      }
+    }
+  }
+}
+
 void check_webhook_endpoints(const Snapshot& s, std::vector<Finding>& out) {
   if (s.unreadable.contains("endpointslices")) {
     return;

@@ -262,6 +262,7 @@ Report inspect(const Snapshot& snapshot, const InspectOptions& options) {
   detail::check_node_pools(m, r.findings);
   detail::check_affinity_pending(m, r.findings);
   detail::check_megascale(m, r.findings);
+  detail::check_exec_failures(m, r.findings);
   detail::check_webhook_endpoints(snapshot, r.findings);
   for (const auto& [key, slice] : m.slices) {
     r.slices.push_back(slice_status(slice, r.findings));

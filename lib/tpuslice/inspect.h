@@ -30,6 +30,7 @@ inline constexpr const char* kSplitNodePools = "split-node-pools";
 inline constexpr const char* kAffinityPending = "affinity-pending";
 inline constexpr const char* kMegascaleMismatch = "megascale-mismatch";
 inline constexpr const char* kWebhookEndpoints = "webhook-no-endpoints";
+inline constexpr const char* kArgListTooLong = "argument-list-too-long";
 
 struct PodRow {
   std::string name;

@@ -59,5 +59,6 @@ void check_node_pools(const Model& m, std::vector<Finding>& out);
 void check_affinity_pending(const Model& m, std::vector<Finding>& out);
 void check_megascale(const Model& m, std::vector<Finding>& out);
 void check_webhook_endpoints(const Snapshot& s, std::vector<Finding>& out);
+void check_exec_failures(const Model& m, std::vector<Finding>& out);
 
 }  // namespace tpuslice::detail

@@ -656,3 +656,73 @@ TEST_CASE("V1: KubeRay's TPU RayJob samples are validated and expanded",
              Catch::StartsWith("RayJob default/" + name +
                                ": admitted; KubeRay creates RayCluster " + name + "-xxxxx "));
 }
+
+namespace {
+
+// A RayCluster of one tpu7x 16x16x36 group: 9,216 chips, 2,304 hosts of 4 chips.
+const char* kLargestTpu7x = R"(apiVersion: ray.io/v1
+kind: RayCluster
+metadata:
+  name: ironwood
+  namespace: ml
+spec:
+  headGroupSpec:
+    rayStartParams: {}
+    template:
+      spec:
+        containers:
+        - name: ray-head
+          image: rayproject/ray:2.41.0
+  workerGroupSpecs:
+  - groupName: tpu7x
+    replicas: 1
+    numOfHosts: 2304
+    rayStartParams: {}
+    template:
+      spec:
+        containers:
+        - name: ray-worker
+          image: rayproject/ray:2.41.0
+          resources:
+            limits:
+              google.com/tpu: "4"
+            requests:
+              google.com/tpu: "4"
+        nodeSelector:
+          cloud.google.com/gke-tpu-accelerator: tpu7x
+          cloud.google.com/gke-tpu-topology: 16x16x36
+)";
+
+}  // namespace
+
+TEST_CASE("M3.3/M8: legacy placement of a 2,304-host tpu7x cluster gives ids 0..2303 once each",
+          "[dryrun][cli][large]") {
+  TempFile file(kLargestTpu7x);
+  Run r = run({"--kuberay-indexing=off", file.path()});
+  REQUIRE(r.code == 0);
+  // The validation warning and the Pods' one: the list left out (spec M8.2, V5.1).
+  CHECK_THAT(r.err, Catch::Contains("TORCH_TPU_SLICEBUILDER_ADDRESSES left out"));
+  CHECK_THAT(r.err, Catch::Contains("TORCH_TPU_SLICEBUILDER_ADDRESSES would be"));
+  std::istringstream lines(r.out);
+  std::string line;
+  std::getline(lines, line);  // the cluster's line
+  std::getline(lines, line);  // the header
+  std::vector<int> ids;
+  while (std::getline(lines, line)) {
+    std::istringstream cells(line);
+    std::string ordinal, pod, group, replica, host, id, hostname, tpu_name, topology, peer;
+    cells >> ordinal >> pod >> group >> replica >> host >> id >> hostname >> tpu_name >> topology >>
+        peer;
+    CHECK(replica == "0");
+    CHECK(host == id);
+    CHECK(hostname == "tpu7x-0-" + id + ".ironwood-headless");
+    // Left out, the first address is the one TorchTPU derives.
+    CHECK(line.ends_with("tpu7x-0-0.ironwood-headless:8471 (derived)"));
+    ids.push_back(std::stoi(id));
+  }
+  REQUIRE(ids.size() == 2304);
+  std::set<int> distinct(ids.begin(), ids.end());
+  CHECK(distinct.size() == 2304);
+  CHECK(*distinct.begin() == 0);
+  CHECK(*distinct.rbegin() == 2303);
+}

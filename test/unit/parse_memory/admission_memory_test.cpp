@@ -30,6 +30,7 @@
 #include "dryrun/documents.h"
 #include "dryrun/expand.h"
 #include "heap_counter.h"
+#include "podpatch/limits.h"
 #include "podpatch/pod_view.h"
 #include "podpatch/reasons.h"
 #include "support/test_support.h"
@@ -635,6 +636,7 @@ TEST_CASE("the costliest shapes decode accepts, in a worker Pod review, small an
   check_places(h.handler, Hook::kMutate, worker_review(), pod_places(), all);
   check_places(h.handler, Hook::kValidate, cluster_review(), cluster_places(), all);
   Worst pod_shaped;
+  int too_large = 0;
   for (const auto& [name, body] : pod_shaped_reviews()) {
     std::size_t pad = 0;
     std::string accepted = padded(body, pad);
@@ -642,11 +644,13 @@ TEST_CASE("the costliest shapes decode accepts, in a worker Pod review, small an
     Admission a = check_admission(what, h.handler, Hook::kMutate, accepted, pod_shaped);
     CHECK(a.accepted);
     all.add(what, accepted.size(), a);
+    // Refused only after the patch was written (spec M8.3): the Handler copied the fillers.
+    too_large += a.reason == "pod_too_large" ? 1 : 0;
   }
   WARN(pod_shaped.summary("Pod-shaped fillers"));
   WARN(all.summary("all shapes"));
   // The search reached reviews the Handler mutates, with the fillers in the parts it copies.
-  CHECK(pod_shaped.patched >= 8);
+  CHECK(pod_shaped.patched + too_large >= 8);
 }
 
 // Their answer takes more than the per-byte grant: the Handler reserves answer_memory_bound for it
@@ -661,7 +665,10 @@ TEST_CASE("genuine worker Pods of large slices: within the grant and answer_memo
     std::size_t answer = admission::answer_memory_bound(c.shape);
     Admission a =
         check_admission(c.name, h.handler, Hook::kMutate, c.body, worst, kGrantSlackBytes + answer);
-    CHECK(a.patched);
+    // The largest are refused: their host lists would not fit in one environment string (spec
+    // M8.1); the lists are built before the check, so the bound still applies.
+    CAPTURE(c.name, a.message);
+    CHECK((a.patched || a.reason == "env_too_long"));
     over_grant = over_grant || a.peak > admission_bound(c.body.size());
     double excess =
         static_cast<double>(a.peak) - static_cast<double>(admission_bound(c.body.size()));
@@ -674,9 +681,11 @@ TEST_CASE("genuine worker Pods of large slices: within the grant and answer_memo
   WARN(worst.summary("large slices")
        << "; largest (peak - grant) / answer_memory_bound " << tightest);
   // The class needs the reservation (the per-byte grant does not cover it), and the bound keeps
-  // to the measured excess with a margin, not more than three times it.
+  // to the measured excess with a margin, not much more than three times it (0.31 measured since
+  // the slicebuilder list is capped at one environment string, spec M8.2, which the bound counts
+  // at its full 128 KiB in every copy).
   CHECK(over_grant);
-  CHECK(tightest > 1.0 / 3);
+  CHECK(tightest > 0.3);
 }
 
 TEST_CASE("ordinary tutorial workers: an answer within the grant, nothing to reserve",
@@ -705,7 +714,9 @@ TEST_CASE("values the Handler repeats in the strings it makes",
   testing::Harness h;
   Worst pods;
   for (const auto& [name, body] : repeating_pod_reviews()) {
-    CHECK(check_admission(name, h.handler, Hook::kMutate, body, pods).allowed);
+    // Over 1 MiB a Pod is refused once its patch is written (spec M8.3): the costly part ran.
+    Admission a = check_admission(name, h.handler, Hook::kMutate, body, pods);
+    CHECK((a.allowed || (body.size() > podpatch::kMaxPodBytes && a.reason == "pod_too_large")));
   }
   WARN(pods.summary("repeated Pod values"));
   Worst clusters;

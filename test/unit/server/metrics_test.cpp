@@ -24,6 +24,7 @@ TEST_CASE("every family has HELP and TYPE", "[metrics]") {
         "kuberay_tpu_webhook_request_duration_seconds histogram",
         "kuberay_tpu_webhook_requests_in_flight gauge", "kuberay_tpu_webhook_denials_total counter",
         "kuberay_tpu_webhook_placements_total counter",
+        "kuberay_tpu_webhook_env_omitted_total counter",
         "kuberay_tpu_webhook_tls_reloads_total counter",
         "kuberay_tpu_webhook_tls_certificate_expiry_timestamp_seconds gauge",
         "kuberay_tpu_webhook_ready gauge", "kuberay_tpu_webhook_build_info gauge",
@@ -51,6 +52,7 @@ TEST_CASE("requests, latency, in-flight, denials, placements, reloads and expiry
   m.placement("labels");
   m.placement("legacy");
   m.placement("labels");
+  m.slicebuilder_omitted();
   m.tls_reload(true);
   m.tls_reload(false);
   m.tls_reload(false);
@@ -89,6 +91,9 @@ TEST_CASE("requests, latency, in-flight, denials, placements, reloads and expiry
       text, R"(kuberay_tpu_webhook_denials_total{webhook="mutate",reason="has \"quotes\"\\"} 1)"));
   CHECK(has_line(text, R"(kuberay_tpu_webhook_placements_total{path="labels"} 2)"));
   CHECK(has_line(text, R"(kuberay_tpu_webhook_placements_total{path="legacy"} 1)"));
+  CHECK(has_line(
+      text,
+      R"(kuberay_tpu_webhook_env_omitted_total{variable="TORCH_TPU_SLICEBUILDER_ADDRESSES"} 1)"));
   CHECK(has_line(text, R"(kuberay_tpu_webhook_tls_reloads_total{result="success"} 1)"));
   CHECK(has_line(text, R"(kuberay_tpu_webhook_tls_reloads_total{result="failure"} 2)"));
   CHECK(has_line(text, "kuberay_tpu_webhook_tls_certificate_expiry_timestamp_seconds 1893456000"));

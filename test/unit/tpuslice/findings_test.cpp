@@ -313,3 +313,30 @@ TEST_CASE("a Pod the webhook would deny now is said, with its reason") {
              Catch::StartsWith("Pod ml/" + kPod1 + ": the webhook would deny this Pod now: ") &&
                  Catch::Contains("4x"));
 }
+
+TEST_CASE("a container that could not exec: argument list too long (docs/spec.md M8.1)") {
+  json a = broken("argument-list-too-long");
+  json f = only(a, "argument-list-too-long");
+  CHECK(f["message"] ==
+        "Pod ml/" + kPod1 +
+            " container ray-worker cannot start: \"argument list too long\" (E2BIG): one of its "
+            "environment strings is over Linux's limit of 131,072 bytes for NAME=value; a "
+            "webhook that follows docs/spec.md M8 leaves TORCH_TPU_SLICEBUILDER_ADDRESSES out "
+            "and refuses host lists over the limit: upgrade it, shorten the worker group and "
+            "RayCluster names if it refuses them, then delete the Pods so KubeRay recreates them");
+  // The longest env of the fixture's Pod, NAME=value with its NUL: 32 + 1 + 16 x 36 - 1 + 1,
+  // 25 + 1 + 167 + 1, 20 + 1 + 4 x 31 + 3 + 1.
+  CHECK(f["evidence"] ==
+        json::array({"Pod " + kPod1 +
+                         " container ray-worker: failed to create containerd task: failed to "
+                         "create shim task: OCI runtime create failed: runc create failed: "
+                         "unable to start container process: exec: \"/bin/bash\": argument list "
+                         "too long: unknown",
+                     "Pod " + kPod1 + " env TORCH_TPU_SLICEBUILDER_ADDRESSES: 625 bytes",
+                     "Pod " + kPod1 + " env KUBERAY_GEN_RAY_START_CMD: 194 bytes",
+                     "Pod " + kPod1 + " env TPU_WORKER_HOSTNAMES: 149 bytes"}));
+  CHECK(f["command"] ==
+        "kubectl delete pods -n ml -l ray.io/cluster=v6e-cluster,ray.io/group=v6e-16   # once "
+        "the webhook is upgraded");
+  CHECK(f["replica"] == 0);
+}
