@@ -221,7 +221,8 @@ TEST_CASE("the flags shared with webhook-dryrun word their errors as it does", "
   CHECK(parse_error({"--bogus=1"}) == "unknown flag --bogus (see --help)");
 }
 
-TEST_CASE("--cert-mode=managed and its flags: defaults, values and refusals", "[flags]") {
+TEST_CASE("Managed certificates: --cert-mode=managed and its flags: defaults, values and refusals",
+          "[flags]") {
   server::Flags d = parse_ok({});
   CHECK(d.cert_mode == server::CertMode::kFiles);
   CHECK(d.cert_secret_name == "kuberay-tpu-webhook-certs");
