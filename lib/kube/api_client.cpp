@@ -7,24 +7,14 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
+#include "kube/openssl_handles.h"
+
 namespace kube {
 namespace {
 
 constexpr std::size_t kMaxErrorBody = 64 << 10;
 constexpr std::size_t kMaxReplyBody = 4 << 20;  // a Lease or a list of them: far less
 constexpr std::size_t kMaxIdle = 4;             // kept-alive connections for send()
-
-struct X509Free {
-  void operator()(X509* x) const { X509_free(x); }
-};
-struct PkeyFree {
-  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
-};
-struct BioFree {
-  void operator()(BIO* b) const { BIO_free(b); }
-};
-using X509Ptr = std::unique_ptr<X509, X509Free>;
-using BioPtr = std::unique_ptr<BIO, BioFree>;
 
 BioPtr memory_bio(const std::string& pem) {
   return BioPtr(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
@@ -79,7 +69,7 @@ std::string describe(httplib::Error e) {
 struct ApiClient::Tls {
   std::vector<X509Ptr> cas;
   X509Ptr cert;
-  std::unique_ptr<EVP_PKEY, PkeyFree> key;
+  KeyPtr key;
 
   // The client identity is `cert_pem` and `key_pem` (the config's, or an exec plugin's).
   static webhook::Result<std::unique_ptr<Tls>> parse(const ClusterConfig& config,

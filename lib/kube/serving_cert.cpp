@@ -13,25 +13,14 @@
 #include <memory>
 #include <set>
 
+#include "kube/openssl_handles.h"
+
 namespace kube {
 namespace {
 
 // A certificate's notBefore is set this far back, for API servers whose clock runs behind.
 constexpr std::int64_t kBackdateSeconds = 300;
 constexpr int kSerialBits = 127;
-
-struct X509Free {
-  void operator()(X509* x) const { X509_free(x); }
-};
-struct KeyFree {
-  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
-};
-struct BioFree {
-  void operator()(BIO* b) const { BIO_free(b); }
-};
-using X509Ptr = std::unique_ptr<X509, X509Free>;
-using KeyPtr = std::unique_ptr<EVP_PKEY, KeyFree>;
-using BioPtr = std::unique_ptr<BIO, BioFree>;
 
 int no_passphrase(char* /*buf*/, int /*size*/, int /*rwflag*/, void* /*u*/) { return 0; }
 
