@@ -253,6 +253,21 @@ bool writes_list(const json& container, std::string_view var, bool replace_local
                                         : *lit == "localhost");
 }
 
+// V5.1's warning: the group's Pods get TORCH_TPU_SLICEBUILDER_ADDRESSES's inputs, not the list.
+void warn_slicebuilder_omitted(const std::string& where, const ListSizes& sizes,
+                               const topology::Slice& slice, const GroupContext& ctx) {
+  int devices = slice.chips() / static_cast<int>(sizes.hosts) * slice.chiplets();
+  ctx.warnings.push_back(
+      where + "TORCH_TPU_SLICEBUILDER_ADDRESSES would be " + with_commas(sizes.slicebuilder) +
+      " bytes as NAME=value, over Linux's limit of " + with_commas(kMaxEnvStringBytes) +
+      " bytes for one environment string, so the webhook leaves it out of the group's Pods and "
+      "sets " +
+      std::string(keys::kTorchBasePort) + "=" + std::to_string(ctx.sources.ports.tpu_process_base) +
+      " and " + std::string(keys::kTorchDevicesPerHost) + "=" + std::to_string(devices) +
+      " instead; TorchTPU's launcher derives the list from them and TPU_WORKER_HOSTNAMES, a "
+      "program that reads the list itself must do the same");
+}
+
 // V5.1: the sizes of M8 for the group's Pods, from its template.
 webhook::Status check_limits(const json& group, const std::string& name, const std::string& where,
                              const json& containers, const std::vector<TpuContainer>& tpu,
@@ -295,17 +310,7 @@ webhook::Status check_limits(const json& group, const std::string& name, const s
     }
   }
   if (omitted) {
-    int devices = slice.chips() / static_cast<int>(sizes.hosts) * slice.chiplets();
-    ctx.warnings.push_back(
-        where + "TORCH_TPU_SLICEBUILDER_ADDRESSES would be " + with_commas(sizes.slicebuilder) +
-        " bytes as NAME=value, over Linux's limit of " + with_commas(kMaxEnvStringBytes) +
-        " bytes for one environment string, so the webhook leaves it out of the group's Pods and "
-        "sets " +
-        std::string(keys::kTorchBasePort) + "=" +
-        std::to_string(ctx.sources.ports.tpu_process_base) + " and " +
-        std::string(keys::kTorchDevicesPerHost) + "=" + std::to_string(devices) +
-        " instead; TorchTPU's launcher derives the list from them and TPU_WORKER_HOSTNAMES, a "
-        "program that reads the list itself must do the same");
+    warn_slicebuilder_omitted(where, sizes, slice, ctx);
   }
   std::size_t template_bytes = webhook::dump_json(*member(group, "template")).size();
   if (template_bytes + lists > kMaxPodBytes) {
@@ -318,6 +323,22 @@ webhook::Status check_limits(const json& group, const std::string& name, const s
                     " over " + std::to_string(k) +
                     " TPU container(s), each carrying its own copy; use fewer TPU containers "
                     "per Pod, shorter worker group and RayCluster names, or a smaller slice");
+  }
+  return {};
+}
+
+// The sub-slice annotation of a group Kueue does not manage: checked against the nodes.
+webhook::Status check_unmanaged_subslice(const json& group, const std::string& where,
+                                         long long hosts, const GroupContext& ctx) {
+  const json* tmpl = member(group, "template");
+  const json* annotations = member(tmpl, "metadata", "annotations");
+  std::optional<std::string_view> subslice = string_member(annotations, keys::kSubsliceAnnotation);
+  bool kueue = ctx.cluster_kueue ||
+               kueue_managed(member(tmpl, "metadata", "labels"), annotations) ||
+               kueue_managed(member(group, "labels"), nullptr);
+  if (subslice && !kueue && hosts > 1) {
+    return check_subslice(where, *subslice, member(tmpl, "spec", "nodeSelector"),
+                          static_cast<int>(hosts), ctx.sources.nodes, ctx.warnings);
   }
   return {};
 }
@@ -375,15 +396,7 @@ webhook::Status check_group(const json& group, std::size_t index, const GroupCon
   if (webhook::Status st = check_limits(group, name, where, *containers, *tpu, *slice, ctx); !st) {
     return st;
   }
-  std::optional<std::string_view> subslice = string_member(annotations, keys::kSubsliceAnnotation);
-  bool kueue = ctx.cluster_kueue ||
-               kueue_managed(member(tmpl, "metadata", "labels"), annotations) ||
-               kueue_managed(member(group, "labels"), nullptr);
-  if (subslice && !kueue && *given > 1) {
-    return check_subslice(where, *subslice, node_selector, static_cast<int>(*given),
-                          ctx.sources.nodes, ctx.warnings);
-  }
-  return {};
+  return check_unmanaged_subslice(group, where, *given, ctx);
 }
 
 constexpr std::array<RayKind, 3> kRayKinds = {{
