@@ -10,6 +10,8 @@
 #include <mutex>
 #include <thread>
 
+#include "base/json/write.h"
+
 namespace server {
 namespace {
 
@@ -30,36 +32,6 @@ std::size_t character_at(std::string_view s, std::size_t i) {
   return n;
 }
 
-// One byte as it goes into a JSON string.
-void append_escaped_byte(std::string& out, unsigned char c) {
-  switch (c) {
-    case '"':
-      out += "\\\"";
-      break;
-    case '\\':
-      out += "\\\\";
-      break;
-    case '\n':
-      out += "\\n";
-      break;
-    case '\r':
-      out += "\\r";
-      break;
-    case '\t':
-      out += "\\t";
-      break;
-    default:
-      if (c < 0x20 || c == 0x7f) {
-        static constexpr char kHex[] = "0123456789abcdef";
-        out += "\\u00";
-        out.push_back(kHex[c >> 4]);
-        out.push_back(kHex[c & 0xf]);
-      } else {
-        out.push_back(static_cast<char>(c));
-      }
-  }
-}
-
 // `s`, escaped for a JSON string or as it is, whole characters while they fit in
 // kMaxLogValueBytes; then the cut mark with the size of `s`.
 void append_bounded(std::string& out, std::string_view s, bool escape) {
@@ -69,8 +41,9 @@ void append_bounded(std::string& out, std::string_view s, bool escape) {
     std::size_t n = character_at(s, i);
     std::size_t before = out.size();
     for (std::size_t k = 0; k < n; ++k) {
-      if (escape) {
-        append_escaped_byte(out, static_cast<unsigned char>(s[i + k]));
+      auto c = static_cast<unsigned char>(s[i + k]);
+      if (escape && webhook::json_escaped(c, {.del = true})) {
+        webhook::append_json_escape(out, c);
       } else {
         out.push_back(s[i + k]);
       }
@@ -84,7 +57,9 @@ void append_bounded(std::string& out, std::string_view s, bool escape) {
   }
 }
 
-void append_json_string(std::string& out, std::string_view s) {
+// `s` as a bounded JSON string: escaped as webhook::append_json_string escapes (and DEL too),
+// but non-ASCII bytes as they are and the value cut as append_bounded cuts it.
+void append_log_string(std::string& out, std::string_view s) {
   out.push_back('"');
   append_bounded(out, s, /*escape=*/true);
   out.push_back('"');
@@ -105,7 +80,7 @@ bool needs_quotes(std::string_view s) {
 
 void append_text_value(std::string& out, std::string_view s) {
   if (needs_quotes(s)) {
-    append_json_string(out, s);  // logfmt quoting: the same escapes as a JSON string
+    append_log_string(out, s);  // logfmt quoting: the same escapes as a JSON string
   } else {
     out.append(s);
   }
@@ -254,14 +229,14 @@ std::string Log::render(std::string_view msg, std::span<const LogField> fields) 
   bool json = format_ == LogFormat::kJson;
   if (json) {
     out += "\"msg\":";
-    append_json_string(out, msg);
+    append_log_string(out, msg);
   } else {
     append_bounded(out, msg, /*escape=*/false);  // the program's own words
   }
   for (const LogField& f : fields) {
     if (json) {
       out.push_back(',');
-      append_json_string(out, f.key);
+      append_log_string(out, f.key);
       out.push_back(':');
     } else {
       out.push_back(' ');
@@ -269,7 +244,7 @@ std::string Log::render(std::string_view msg, std::span<const LogField> fields) 
       out.push_back('=');
     }
     if (const auto* s = std::get_if<std::string_view>(&f.value)) {
-      json ? append_json_string(out, *s) : append_text_value(out, *s);
+      json ? append_log_string(out, *s) : append_text_value(out, *s);
     } else if (const auto* n = std::get_if<std::int64_t>(&f.value)) {
       out += std::to_string(*n);
     } else {

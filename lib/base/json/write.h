@@ -12,9 +12,55 @@
 
 namespace webhook {
 
-// `s` as a JSON string: '"' and '\\' escaped, \b \f \n \r \t, other bytes below 0x20 as \u00xx,
-// the rest as they are. Text that is not ASCII goes through dump_json, which also replaces
-// invalid UTF-8 with U+FFFD.
+// Which bytes a JSON string escapes beyond JSON's own ('"', '\\' and those below 0x20).
+struct JsonEscapes {
+  // DEL (0x7f) as \u007f: a log line shown on a terminal then carries no control byte. Off
+  // where the text must equal dump_json's, which writes DEL as it is.
+  bool del = false;
+};
+
+// True when `c` is written escaped in a JSON string.
+inline bool json_escaped(unsigned char c, JsonEscapes escapes = {}) {
+  return c < 0x20 || c == '"' || c == '\\' || (c == 0x7f && escapes.del);
+}
+
+// The escape of one byte for which json_escaped is true, as dump_json writes it: \" \\ \b \f
+// \n \r \t, the other control bytes (and DEL) as \u00xx.
+inline void append_json_escape(std::string& out, unsigned char c) {
+  switch (c) {
+    case '"':
+      out += "\\\"";
+      break;
+    case '\\':
+      out += "\\\\";
+      break;
+    case '\b':
+      out += "\\b";
+      break;
+    case '\f':
+      out += "\\f";
+      break;
+    case '\n':
+      out += "\\n";
+      break;
+    case '\r':
+      out += "\\r";
+      break;
+    case '\t':
+      out += "\\t";
+      break;
+    default: {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += "\\u00";
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 0xf]);
+    }
+  }
+}
+
+// `s` as a JSON string, quotes included, escaped as json_escaped says, the other bytes as they
+// are. Text that is not ASCII goes through dump_json, which also replaces invalid UTF-8 with
+// U+FFFD. (server::Log writes bounded values with the same two functions above.)
 inline void append_json_string(std::string& out, std::string_view s) {
   for (char ch : s) {
     if (static_cast<unsigned char>(ch) >= 0x80) {
@@ -26,40 +72,12 @@ inline void append_json_string(std::string& out, std::string_view s) {
   std::size_t run = 0;  // the start of the bytes not yet appended, which need no escape
   for (std::size_t i = 0; i < s.size(); ++i) {
     auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c != '"' && c != '\\') {
+    if (!json_escaped(c)) {
       continue;
     }
     out.append(s.data() + run, i - run);
     run = i + 1;
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default: {
-        static constexpr char kHex[] = "0123456789abcdef";
-        out += "\\u00";
-        out.push_back(kHex[c >> 4]);
-        out.push_back(kHex[c & 0xf]);
-      }
-    }
+    append_json_escape(out, c);
   }
   out.append(s.data() + run, s.size() - run);
   out.push_back('"');

@@ -56,6 +56,18 @@ TEST_CASE("JSON lines parse, with hostile values escaped", "[log]") {
   CHECK(j["time"].get<std::string>().ends_with("Z"));
 }
 
+TEST_CASE("JSON lines escape as the JSON writer does, and DEL too", "[log]") {
+  Captured c(server::LogFormat::kJson);
+  c.log->info("x", {{"v", std::string("\b\f\x7f\t\x1f") + "\xc3\xa9"}});
+  std::string line = c.out.str();
+  CAPTURE(line);
+  // The short escapes JSON has, \u00xx for the other control bytes and DEL, UTF-8 as it is.
+  CHECK(line.find(R"("v":"\b\f\u007f\t\u001f)"
+                  "\xc3\xa9"
+                  R"(")") != std::string::npos);
+  CHECK(line.find('\x7f') == std::string::npos);
+}
+
 TEST_CASE("verbosity gates debug lines", "[log]") {
   Captured quiet(server::LogFormat::kText, 0);
   quiet.log->debug(1, "connection closed");
