@@ -1,6 +1,7 @@
 #include "podpatch/mutate.h"
 
 #include <algorithm>
+#include <span>
 
 #include "base/json/access.h"
 #include "base/json/write.h"
@@ -38,7 +39,8 @@ SliceValues compute_values(const PodView& view, const MutationPlan& plan, std::s
   const topology::Slice& slice = *plan.slice;
   SliceValues v;
   int tpu_containers = static_cast<int>(view.tpu_containers().size());
-  std::vector<std::string> entries = {"localhost"};
+  const std::vector<std::string> localhost = {"localhost"};
+  std::span<const std::string> entries = localhost;  // a view: 2,304 hosts are not copied
   if (slice.multi_host()) {
     v.hostnames = topology::worker_hostnames(group, plan.slot.replica, slice.hosts(), plan.svc);
     v.hostnames_joined = topology::join(v.hostnames);

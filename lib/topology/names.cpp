@@ -59,9 +59,13 @@ std::string headless_service_name(std::string_view cluster, KubeRayVersion versi
   return std::string(cluster) + "-headless";
 }
 
-std::string host_name(std::string_view group, int replica, int host) {
+namespace {
+
+// "<group>-<replica>-<host>", with room for `extra` more bytes (so a name grown after is still
+// one allocation: a 2,304-host slice makes 2,304 of them per admission).
+std::string host_text(std::string_view group, int replica, int host, std::size_t extra) {
   std::string out;
-  out.reserve(group.size() + 24);
+  out.reserve(group.size() + 24 + extra);
   out.append(group)
       .append("-")
       .append(std::to_string(replica))
@@ -70,8 +74,14 @@ std::string host_name(std::string_view group, int replica, int host) {
   return out;
 }
 
+}  // namespace
+
+std::string host_name(std::string_view group, int replica, int host) {
+  return host_text(group, replica, host, 0);
+}
+
 std::string host_dns_name(std::string_view group, int replica, int host, std::string_view svc) {
-  std::string out = host_name(group, replica, host);
+  std::string out = host_text(group, replica, host, svc.size() + 1);
   out.append(".").append(svc);
   return out;
 }
