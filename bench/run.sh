@@ -52,7 +52,8 @@ CONNECTIONS="${CONNECTIONS:-16}"
 THREADS="${THREADS:-2}"
 USER_AGENT="kube-apiserver-admission"
 
-die() { echo "bench: $*" >&2; exit 1; }
+# shellcheck source=bench/lib.sh
+source "$ROOT/bench/lib.sh"
 for d in DURATION WARMUP ALLOC_DURATION; do  # wrk takes whole units only
   [[ "${!d}" =~ ^[1-9][0-9]*[smh]?$ ]] || die "$d=${!d}: give whole seconds such as 10s (or 2m)"
 done
@@ -70,12 +71,6 @@ T0=$SECONDS
 
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/webhook-bench.XXXXXX")"
 WH_PID="" NG_PID=""
-stop_webhook() {  # SIGKILL: nothing to drain here, and SIGTERM would wait out the drain delay
-  [[ -n "$WH_PID" ]] || return 0
-  kill -KILL "$WH_PID" 2>/dev/null || true
-  wait "$WH_PID" 2>/dev/null || true
-  WH_PID=""
-}
 stop_nginx() {  # SIGTERM to the master, which stops its worker
   [[ -n "$NG_PID" ]] || return 0
   kill -TERM "$NG_PID" 2>/dev/null || true
@@ -108,68 +103,10 @@ BUILD_TYPE="$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$BUILD/CMakeCache.txt" 2>
 ALLOCATOR="glibc malloc"
 ldd "$WEBHOOK" 2>/dev/null | grep -q libjemalloc && ALLOCATOR="jemalloc"
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 \
-  -keyout "$WORK/tls.key" -out "$WORK/tls.crt" -subj "/CN=127.0.0.1" \
-  -addext "subjectAltName=IP:127.0.0.1" 2>/dev/null
+bench_certificate
 "$MAKE_REVIEW" --worker 3 --uid bench-uid \
   "$ROOT/examples/gke-tutorial/ray-cluster.tpu-v6e-multihost.yaml" > "$WORK/review.json"
 
-# One request as kube-apiserver sends it: $1 URL, $2 prefix of the .headers/.body files written.
-post_review() {
-  curl -s --max-time 10 --cacert "$WORK/tls.crt" -D "$2.headers" -o "$2.body" \
-    -H 'Content-Type: application/json' -H 'Accept: application/json, */*' \
-    -H 'Accept-Encoding: gzip' -A "$USER_AGENT" --data-binary @"$WORK/review.json" "$1"
-}
-
-# The webhook: $1 log file, then NAME=VALUE pairs for its environment only (the allocation hook).
-# Sets WH_PID, WH_URL, WH_METRICS, and checks its answer.
-start_webhook() {
-  local log="$1" port health
-  shift
-  port="$(free_port)"
-  health="$(free_port)"
-  env "$@" "$WEBHOOK" --bind-address="127.0.0.1:$port" --health-address="127.0.0.1:$health" \
-    --tls-cert-file="$WORK/tls.crt" --tls-private-key-file="$WORK/tls.key" \
-    --legacy-indexing=off --log-format=json 2> "$log" &
-  WH_PID=$!
-  WH_URL="https://127.0.0.1:$port/mutate?timeout=10s"
-  WH_METRICS="http://127.0.0.1:$health/metrics"
-  for _ in $(seq 100); do
-    curl -sf --max-time 1 "http://127.0.0.1:$health/readyz" >/dev/null 2>&1 && break
-    kill -0 "$WH_PID" 2>/dev/null || die "the webhook exited at start: $(tail -5 "$log")"
-    sleep 0.1
-  done
-  post_review "$WH_URL" "$WORK/check" || die "the webhook did not answer $WH_URL"
-  python3 - "$WORK/check" <<'EOF' || die "the webhook's answer to kube-apiserver's headers is wrong"
-import json, sys
-prefix = sys.argv[1]
-head = open(prefix + ".headers", "rb").read().decode("latin-1").split("\r\n")
-status = head[0]
-fields = {k.strip().lower(): v.strip() for k, sep, v in (l.partition(":") for l in head[1:]) if sep}
-problems = []
-if " 200 " not in status + " ":
-    problems.append(f"status line {status!r}, expected 200")
-if "content-encoding" in fields:
-    problems.append(f"Content-Encoding: {fields['content-encoding']} (it must never compress)")
-if not fields.get("content-type", "").startswith("application/json"):
-    problems.append(f"Content-Type {fields.get('content-type')!r}, expected application/json")
-try:
-    r = json.load(open(prefix + ".body", "rb"))["response"]
-    if r.get("allowed") is not True:
-        problems.append(f"not allowed: {r.get('status')}")
-    if r.get("patchType") != "JSONPatch" or not r.get("patch"):
-        problems.append(f"patchType {r.get('patchType')!r} / patch missing, expected a JSONPatch")
-except (ValueError, KeyError, TypeError) as e:
-    problems.append(f"body is not an AdmissionReview response: {e}")
-for p in problems:
-    print("bench: webhook answer:", p, file=sys.stderr)
-sys.exit(1 if problems else 0)
-EOF
-}
 
 start_webhook "$WORK/webhook.log"
 cp "$WORK/check.body" "$WORK/response.json"
@@ -226,60 +163,7 @@ grep -qi '^content-encoding' "$WORK/ngcheck.headers" && die "nginx compressed it
 NG_WORKERS="$(pgrep -P "$NG_PID" | tr '\n' ' ')"
 [[ -n "$NG_WORKERS" ]] || die "nginx has no worker process"
 
-cat > "$WORK/post.lua" <<EOF
-wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
-wrk.headers["Accept"] = "application/json, */*"
-wrk.headers["Accept-Encoding"] = "gzip"
-wrk.headers["User-Agent"] = "$USER_AGENT"
-local f = assert(io.open("$WORK/review.json", "rb"))
-wrk.body = f:read("*a")
-f:close()
-
--- The figures, machine-readable, to the file named by env WRK_OUT.
-function done(summary, latency, requests)
-  local out = os.getenv("WRK_OUT")
-  if not out then return end
-  local e = summary.errors
-  local o = assert(io.open(out, "w"))
-  o:write(string.format(
-    '{"requests": %d, "duration_us": %d, "p50_us": %d, "p99_us": %d, "connect": %d, ' ..
-    '"read": %d, "write": %d, "timeout": %d, "status": %d}\n',
-    summary.requests, summary.duration, latency:percentile(50), latency:percentile(99),
-    e.connect, e.read, e.write, e.timeout, e.status))
-  o:close()
-end
-EOF
-
-# Sums over the given PIDs: CPU clock ticks (utime+stime of the process: /proc/PID/stat counts
-# every thread), context switches (per thread: /proc/PID/task/*/status), VmHWM KiB.
-cpu_ticks() {
-  local p total=0
-  for p in "$@"; do
-    total=$((total + $(sed 's/.*) //' "/proc/$p/stat" | awk '{print $12 + $13}')))
-  done
-  echo "$total"
-}
-ctx_switches() {
-  local p
-  for p in "$@"; do cat /proc/"$p"/task/*/status 2>/dev/null; done |
-    awk '/^(non)?voluntary_ctxt_switches:/ {s += $2} END {print s + 0}'
-}
-peak_rss_kib() {
-  local p
-  for p in "$@"; do cat "/proc/$p/status"; done | awk '/^VmHWM:/ {s += $2} END {print s + 0}'
-}
-alloc_count() {
-  sleep 0.3  # the hook writes its file every 100 ms
-  awk '/^allocations / {print $2}' "$ALLOC_COUNT_FILE"
-}
-
-# run_wrk OUT THREADS CONNS DURATION URL: one wrk run, its figures to OUT.json (lua done()).
-run_wrk() {
-  WRK_OUT="$1.json" wrk -t"$2" -c"$3" -d"$4" -s "$WORK/post.lua" "$5" > "$1.txt" 2>&1 ||
-    die "wrk failed: $(cat "$1.txt")"
-  [[ -s "$1.json" ]] || die "wrk wrote no figures: $(cat "$1.txt")"
-}
+write_post_lua "$WORK/post.lua" "$WORK/review.json"
 
 # Connections the webhook has accepted so far (its metrics), to check that keep-alive holds.
 # Read outside the CPU and allocation windows (the scrape costs both).
@@ -314,12 +198,6 @@ measure() {
     "\"wrk\": $(cat "$WORK/$name.wrk.json")}" > "$WORK/$name.json"
 }
 
-# The webhook's answers other than 200 so far, from its own metrics.
-webhook_non200() {
-  curl -sf --max-time 5 "$WH_METRICS" |
-    awk '/^kuberay_tpu_webhook_requests_total\{/ && !/code="200"/ {s += $2} END {print s + 0}'
-}
-
 for c in 1 "$CONNECTIONS"; do
   t=1
   [[ "$c" == 1 ]] || t="$THREADS"
@@ -335,8 +213,7 @@ stop_nginx
 ALLOC_COUNT_FILE="$WORK/alloc.count"
 start_webhook "$WORK/webhook-alloc.log" \
   LD_PRELOAD="$ALLOC_HOOK" ALLOC_COUNT_FILE="$ALLOC_COUNT_FILE"
-for _ in $(seq 50); do [[ -s "$ALLOC_COUNT_FILE" ]] && break; sleep 0.1; done
-[[ -s "$ALLOC_COUNT_FILE" ]] || die "the allocation hook wrote no $ALLOC_COUNT_FILE"
+wait_alloc_file
 for c in 1 "$CONNECTIONS"; do
   t=1
   [[ "$c" == 1 ]] || t="$THREADS"
