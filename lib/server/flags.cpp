@@ -11,6 +11,7 @@
 #include "base/encoding/base64.h"
 #include "base/flags/flags.h"
 #include "base/text/numbers.h"
+#include "base/text/quantity.h"
 #include "base/text/text.h"
 
 #ifndef WEBHOOK_VERSION
@@ -150,9 +151,9 @@ Flag<Flags> memory_flag() {
               "the container's memory limit, such as 256Mi; requests in flight hold at most "
               "three quarters of it (default: the cgroup's limit, else 256Mi)",
           .apply = [](Flags& f, std::string_view v) -> webhook::Status {
-            webhook::Result<std::uint64_t> n = parse_byte_quantity(v);
+            std::optional<std::uint64_t> n = webhook::parse_byte_count(v);
             if (!n) {
-              return n.error();
+              return invalid_argument("expected a byte count such as 268435456 or 256Mi");
             }
             if (*n < kMinMemoryLimit) {
               return invalid_argument("must be at least 32Mi");
@@ -321,27 +322,6 @@ const FlagTable<Flags>& table() {
 std::string ListenAddress::text() const {
   bool v6 = host.find(':') != std::string::npos;
   return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
-}
-
-webhook::Result<std::uint64_t> parse_byte_quantity(std::string_view text) {
-  static const std::pair<std::string_view, std::uint64_t> kSuffixes[] = {
-      {"Ki", 1ULL << 10}, {"Mi", 1ULL << 20}, {"Gi", 1ULL << 30},     {"Ti", 1ULL << 40},
-      {"k", 1000ULL},     {"M", 1000'000ULL}, {"G", 1000'000'000ULL}, {"T", 1000'000'000'000ULL},
-  };
-  std::uint64_t scale = 1;
-  std::string_view digits = text;
-  for (const auto& [suffix, factor] : kSuffixes) {
-    if (text.ends_with(suffix)) {
-      scale = factor;
-      digits = text.substr(0, text.size() - suffix.size());
-      break;
-    }
-  }
-  std::optional<std::int64_t> n = webhook::parse_non_negative(digits);
-  if (!n || static_cast<std::uint64_t>(*n) > std::numeric_limits<std::uint64_t>::max() / scale) {
-    return invalid_argument("expected a byte count such as 268435456 or 256Mi");
-  }
-  return static_cast<std::uint64_t>(*n) * scale;
 }
 
 webhook::Result<ListenAddress> parse_listen_address(std::string_view text) {

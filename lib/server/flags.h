@@ -94,10 +94,6 @@ webhook::Result<Flags> parse_flags(const std::vector<std::string>& args);
 // h; "0" needs none). InvalidArgument for a missing unit, an unknown unit, a sign or overflow.
 webhook::Result<std::chrono::nanoseconds> parse_duration(std::string_view text);
 
-// Parses a byte quantity: "268435456", or Kubernetes suffixes Ki, Mi, Gi, Ti (1024-based) and
-// k, M, G, T (1000-based), such as "256Mi". InvalidArgument for anything else or overflow.
-webhook::Result<std::uint64_t> parse_byte_quantity(std::string_view text);
-
 // Parses ":9443", "host:9443", "[::1]:9443". InvalidArgument for a missing or bad port.
 webhook::Result<ListenAddress> parse_listen_address(std::string_view text);
 
