@@ -6,7 +6,8 @@
 // an HTTP status or an ERROR event) or an oversized object starts a fresh list.
 //
 //   kube::Reflector pods(client, {"pods", "/api/v1/pods", kube::kPodSelector}, sink, clock, log,
-//   {}); std::jthread t([&](std::stop_token st) { pods.run(st); });
+//                        {});
+//   std::jthread t([&](std::stop_token st) { pods.run(st); });
 //   ...
 //   t.request_stop(); pods.cancel();    // ends a request in flight at once
 //

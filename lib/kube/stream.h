@@ -5,9 +5,12 @@
 // lists from its watch cache without honouring `limit` — and 10,000 Pods are ~10 MiB of JSON. The
 // ListScanner cuts each element of "items" out of the byte stream and parses that element alone:
 //
-//   kube::ListScanner scan(4 << 20, [&](nlohmann::json item) { store(item); return
-//   webhook::Status(); }); for (chunk : body) if (auto s = scan.feed(chunk); !s) return s;   //
-//   ResourceExhausted: too big if (auto s = scan.finish(); !s) return s; // truncated body
+//   kube::ListScanner scan(4 << 20, [&](nlohmann::json item) {
+//     store(item);
+//     return webhook::Status();
+//   });
+//   for (chunk : body) if (auto s = scan.feed(chunk); !s) return s;  // ResourceExhausted: too big
+//   if (auto s = scan.finish(); !s) return s;                         // truncated body
 //   scan.resource_version(); scan.continue_token();
 //
 // A watch is JSON lines (`{"type":"ADDED","object":{...}}\n`); LineSplitter yields each line:

@@ -3,8 +3,11 @@
 // two dashes), keeping the Go webhook's names so the binary is a drop-in.
 //
 //   webhook::Result<server::Flags> flags = server::parse_flags({"--bind-address=:9443", "--v=2"});
-//   if (!flags) { std::cerr << "kuberay-tpu-webhook: " << flags.error().message << "\n"; return 2;
-//   } if (flags->help) { std::cout << server::usage(); return 0; }
+//   if (!flags) {
+//     std::cerr << "kuberay-tpu-webhook: " << flags.error().message << "\n";
+//     return 2;
+//   }
+//   if (flags->help) { std::cout << server::usage(); return 0; }
 //
 // Every bad flag or value is one InvalidArgument whose message is one line naming the flag, the
 // value and what is expected.
