@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -68,6 +69,13 @@ class ListScanner {
  private:
   enum class Capture { kNone, kMetadata, kItem };
   webhook::Status feed_char(char c);
+  webhook::Status capture_char(char c);
+  void string_char(char c);
+  std::optional<webhook::Status> open_string();
+  std::optional<webhook::Status> open_value(char c);
+  std::optional<webhook::Status> close_value();
+  std::optional<webhook::Status> scalar_char() const;
+  webhook::Status not_an_object() const;
   webhook::Status end_capture();
 
   std::size_t max_item_;

@@ -345,8 +345,74 @@ webhook::Result<ListenAddress> parse_listen_address(std::string_view text) {
   return ListenAddress{std::string(host), static_cast<int>(*port)};
 }
 
-// Go's duration grammar in one pass; off the request path, so longer than 60 lines.
-// NOLINTNEXTLINE(readability-function-size)
+namespace {
+
+bool is_number_char(char c) { return (c >= '0' && c <= '9') || c == '.'; }
+
+// The value of a decimal number such as "1.5" (digits with at most one point).
+long double decimal_value(std::string_view number) {
+  long double value = 0;
+  long double fraction = 0.1L;
+  bool after_point = false;
+  for (char c : number) {
+    if (c == '.') {
+      after_point = true;
+    } else if (after_point) {
+      value += (c - '0') * fraction;
+      fraction /= 10;
+    } else {
+      value = value * 10 + (c - '0');
+    }
+  }
+  return value;
+}
+
+// The nanoseconds of one unit of Go's duration grammar; nullptr when `unit` is none.
+const double* unit_scale(std::string_view unit) {
+  static const std::pair<std::string_view, double> kUnits[] = {
+      {"ns", 1.0}, {"us", 1e3}, {"\xC2\xB5s", 1e3}, {"\xCE\xBCs", 1e3},
+      {"ms", 1e6}, {"s", 1e9},  {"m", 60e9},        {"h", 3600e9},
+  };
+  const double* scale = nullptr;
+  for (const auto& [name, factor] : kUnits) {
+    if (name == unit) {
+      scale = &factor;
+    }
+  }
+  return scale;
+}
+
+// The nanoseconds of the number and unit at text[i...] ("1.5h"), moving i past them.
+webhook::Result<long double> duration_term(std::string_view text, std::size_t& i) {
+  std::size_t start = i;
+  while (i < text.size() && is_number_char(text[i])) {
+    ++i;
+  }
+  std::string_view number = text.substr(start, i - start);
+  if (number.empty() || number == "." || number.find('.') != number.rfind('.')) {
+    return invalid_argument(
+        "expected a number followed by a unit (ns, us, ms, s, m, h), "
+        "such as 15s or 1m30s");
+  }
+  std::size_t unit_start = i;
+  while (i < text.size() && !is_number_char(text[i])) {
+    ++i;
+  }
+  std::string_view unit = text.substr(unit_start, i - unit_start);
+  if (unit.empty()) {
+    return invalid_argument("missing unit; expected such as " + std::string(number) + "s");
+  }
+  const double* scale = unit_scale(unit);
+  if (scale == nullptr) {
+    return invalid_argument("unknown unit " + webhook::quote(unit) +
+                            "; expected ns, us, ms, s, m or h");
+  }
+  return decimal_value(number) * static_cast<long double>(*scale);
+}
+
+}  // namespace
+
+// Go's duration grammar: terms of a number and a unit, summed.
 webhook::Result<std::chrono::nanoseconds> parse_duration(std::string_view text) {
   if (text == "0") {
     return std::chrono::nanoseconds(0);
@@ -357,55 +423,14 @@ webhook::Result<std::chrono::nanoseconds> parse_duration(std::string_view text) 
   if (text.front() == '-' || text.front() == '+') {
     return invalid_argument("a duration has no sign; expected such as 15s");
   }
-  static const std::pair<std::string_view, double> kUnits[] = {
-      {"ns", 1.0}, {"us", 1e3}, {"\xC2\xB5s", 1e3}, {"\xCE\xBCs", 1e3},
-      {"ms", 1e6}, {"s", 1e9},  {"m", 60e9},        {"h", 3600e9},
-  };
   long double total = 0;
   std::size_t i = 0;
   while (i < text.size()) {
-    std::size_t start = i;
-    while (i < text.size() && ((text[i] >= '0' && text[i] <= '9') || text[i] == '.')) {
-      ++i;
+    webhook::Result<long double> term = duration_term(text, i);
+    if (!term) {
+      return term.error();
     }
-    std::string_view number = text.substr(start, i - start);
-    if (number.empty() || number == "." || number.find('.') != number.rfind('.')) {
-      return invalid_argument(
-          "expected a number followed by a unit (ns, us, ms, s, m, h), "
-          "such as 15s or 1m30s");
-    }
-    std::size_t unit_start = i;
-    while (i < text.size() && !((text[i] >= '0' && text[i] <= '9') || text[i] == '.')) {
-      ++i;
-    }
-    std::string_view unit = text.substr(unit_start, i - unit_start);
-    if (unit.empty()) {
-      return invalid_argument("missing unit; expected such as " + std::string(number) + "s");
-    }
-    const double* scale = nullptr;
-    for (const auto& [name, factor] : kUnits) {
-      if (name == unit) {
-        scale = &factor;
-      }
-    }
-    if (scale == nullptr) {
-      return invalid_argument("unknown unit " + webhook::quote(unit) +
-                              "; expected ns, us, ms, s, m or h");
-    }
-    long double value = 0;
-    long double fraction = 0.1L;
-    bool after_point = false;
-    for (char c : number) {
-      if (c == '.') {
-        after_point = true;
-      } else if (after_point) {
-        value += (c - '0') * fraction;
-        fraction /= 10;
-      } else {
-        value = value * 10 + (c - '0');
-      }
-    }
-    total += value * static_cast<long double>(*scale);
+    total += *term;
     if (total > static_cast<long double>(std::numeric_limits<std::int64_t>::max())) {
       return invalid_argument("duration too long");
     }
