@@ -1,6 +1,7 @@
 // kuberay-tpu-webhook: flags -> config -> server. Everything it calls lives in lib/, where the
-// tests link it; this file only wires them and owns the process: signals, the default logger,
-// exit codes (0 clean shutdown, 1 startup failure or forced exit, 2 bad command line).
+// tests link it (legacy placement: kube::LegacyPlacement); this file only parses the command line,
+// starts them and owns the process: signals, the default logger, exit codes (0 clean shutdown, 1
+// startup failure or forced exit, 2 bad command line).
 #include <pthread.h>
 #include <spdlog/spdlog.h>
 
@@ -19,8 +20,8 @@
 #include "kube/api_client.h"
 #include "kube/cert_manager.h"
 #include "kube/config.h"
-#include "kube/live_cluster.h"
-#include "kube/slot_allocators.h"
+#include "kube/legacy_placement.h"
+#include "kube/webhook_namespace.h"
 #include "server/flags.h"
 #include "server/log.h"
 #include "server/server.h"
@@ -192,26 +193,6 @@ class SignalWatcher {
   std::thread thread_;
 };
 
-// lib/kube's log lines, written to the process's logger.
-kube::Logger kube_logger(const server::Log& log, const char* what) {
-  return [&log, what](kube::LogLevel level, const std::string& line) {
-    switch (level) {
-      case kube::LogLevel::kDebug:
-        log.debug(1, what, {{"event", line}});
-        break;
-      case kube::LogLevel::kInfo:
-        log.info(what, {{"event", line}});
-        break;
-      case kube::LogLevel::kWarning:
-        log.warn(what, {{"event", line}});
-        break;
-      case kube::LogLevel::kError:
-        log.error(what, {{"event", line}});
-        break;
-    }
-  };
-}
-
 // --cert-mode=managed: the API client and manager of the serving certificate, and the first
 // pair to serve, read or written before the HTTPS port opens (retried for a minute, as the
 // Secret or the RBAC that grants it may still be on its way).
@@ -264,7 +245,7 @@ webhook::Result<ManagedCert> start_managed_cert(const server::Flags& flags,
   o.policy.ca_validity = seconds(flags.cert_ca_validity);
   o.policy.renew_before = seconds(flags.cert_renew_before);
   o.interval = kube::cert_check_interval(o.policy.renew_before);
-  o.log = kube_logger(log, "certificate");
+  o.log = webhook::line_logger(log, "certificate");
   log.info("managed certificate", {{"secret", ns->ns + "/" + flags.cert_secret_name},
                                    {"namespace_from", ns->origin},
                                    {"check_interval_ms", o.interval.count()}});
@@ -304,6 +285,73 @@ bool prepare_managed_cert(const server::Flags& flags, const server::Log& log,
   return true;
 }
 
+// --legacy-indexing and the flags of its slot claims, as lib/kube reads them.
+kube::LegacyPlacementOptions placement_options(const server::Flags& flags) {
+  return {.enabled = flags.legacy_indexing != server::LegacyIndexing::kOff,
+          .required = flags.legacy_indexing == server::LegacyIndexing::kOn,
+          .kube_config_path = flags.kube_config_path,
+          .namespace_flag = flags.namespace_name,
+          .reservation_ttl = flags.reservation_ttl,
+          .claim_timeout = flags.claim_timeout};
+}
+
+// /readyz waits for the first Pod list, and /metrics adds the watches' and claims' figures.
+server::ServerExtensions extensions_of(kube::LegacyPlacement& placement) {
+  server::ServerExtensions extensions;
+  if (placement.enabled()) {
+    extensions.readiness.push_back(
+        {"pods-synced", [&placement] { return placement.pods_synced(); }});
+    extensions.metrics = [&placement] { return placement.metrics_text(); };
+  }
+  return extensions;
+}
+
+// Serves until a signal ends it; the exit status.
+int serve(const server::Flags& flags, const server::Log& log) {
+  webhook::Result<std::unique_ptr<kube::LegacyPlacement>> placement =
+      kube::LegacyPlacement::open(placement_options(flags), log);
+  if (!placement) {
+    log.flush();  // the error is logged
+    return kExitStartup;
+  }
+  kube::LegacyPlacement& legacy = **placement;
+  admission::Handler handler(flags.handler, legacy.pods(), legacy.nodes(), legacy.services());
+  server::ServerExtensions extensions = extensions_of(legacy);
+  legacy.start();
+
+  server::ServerConfig config = server::server_config(flags);
+  std::optional<ManagedCert> managed;
+  if (!prepare_managed_cert(flags, log, config, managed)) {
+    return kExitStartup;
+  }
+  webhook::Result<std::unique_ptr<server::WebhookServer>> srv =
+      server::WebhookServer::start(config, handler, log, std::move(extensions));
+  if (!srv) {
+    log.error("cannot start", {{"error", srv.error().message}});
+    log.flush();
+    return kExitStartup;
+  }
+  if (managed) {
+    managed->start(**srv);
+  }
+  bool drained = false;
+  {
+    SignalWatcher signals(**srv, log, server::drain_delay(flags.shutdown_timeout));
+    drained = (*srv)->wait();
+  }
+  if (drained && managed) {
+    managed->manager->stop();
+  }
+  if (drained) {
+    legacy.stop();
+  }
+  log.flush();
+  if (!drained) {
+    std::_Exit(kExitStartup);  // requests still run on server threads: do not unwind them
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -329,99 +377,5 @@ int main(int argc, char** argv) {
   server::Log log(logger, flags->log_format, flags->verbosity);
   log.info("starting", {{"version", server::version_text()},
                         {"kuberay_version", flags->handler.kuberay.text()}});
-
-  // Legacy placement watches the cluster through the API and shares slot claims with the other
-  // replicas in Leases of the webhook's namespace: --legacy-indexing=on requires API access,
-  // auto uses it when an API configuration is found (in a Pod, always).
-  std::unique_ptr<kube::LiveCluster> live;
-  if (flags->legacy_indexing != server::LegacyIndexing::kOff) {
-    webhook::Result<kube::ClusterConfig> api = kube::load_config(flags->kube_config_path);
-    if (!api && flags->legacy_indexing == server::LegacyIndexing::kOn) {
-      log.error("cannot start: --legacy-indexing=on needs Kubernetes API access",
-                {{"error", api.error().message}});
-      log.flush();
-      return kExitStartup;
-    }
-    webhook::Result<kube::NamespaceSource> ns = kube::webhook_namespace(
-        kube::process_env(), kube::kServiceAccountDir, flags->namespace_name);
-    if (api && !ns) {
-      log.error("cannot start: legacy placement needs the webhook's namespace",
-                {{"error", ns.error().message}});
-      log.flush();
-      return kExitStartup;
-    }
-    if (api) {
-      kube::LiveClusterOptions options;
-      options.claims.ns = ns->ns;
-      options.claims.holder = kube::replica_identity(kube::process_env());
-      options.claims.ttl = flags->reservation_ttl;
-      options.claims.budget = flags->claim_timeout;
-      log.info("slot claims", {{"namespace", ns->ns},
-                               {"namespace_from", ns->origin},
-                               {"replica", options.claims.holder}});
-      options.log = kube_logger(log, "kube");
-      webhook::Result<std::unique_ptr<kube::LiveCluster>> created =
-          kube::LiveCluster::create(*api, std::move(options));
-      if (!created) {
-        log.error("cannot start: Kubernetes API configuration",
-                  {{"error", created.error().message}});
-        log.flush();
-        return kExitStartup;
-      }
-      live = std::move(*created);
-    } else {
-      log.info("legacy placement off: no Kubernetes API configuration",
-               {{"reason", api.error().message}});
-    }
-  }
-  log.info("legacy placement",
-           {{"enabled", live != nullptr}, {"api", live ? live->server() : std::string()}});
-
-  // Without legacy placement: Pods lacking KubeRay's index labels are denied with a message
-  // saying how to fix it, Nodes cannot be listed and headless Service names follow
-  // --kuberay-version.
-  kube::DisabledSlotAllocator no_pods;
-  kube::LiveNodeSource no_nodes;        // never listed: nodes_matching answers "cannot list"
-  kube::LiveServiceSource no_services;  // never listed: no Service name
-  admission::Handler handler(flags->handler, live ? live->pods() : no_pods,
-                             live ? live->nodes() : no_nodes,
-                             live ? live->services() : no_services);
-  server::ServerExtensions extensions;
-  if (live) {
-    extensions.readiness.push_back({"pods-synced", [&live] { return live->pods_synced(); }});
-    extensions.metrics = [&live] { return live->metrics_text(); };
-    live->start();
-  }
-
-  server::ServerConfig config = server::server_config(*flags);
-  std::optional<ManagedCert> managed;
-  if (!prepare_managed_cert(*flags, log, config, managed)) {
-    return kExitStartup;
-  }
-  webhook::Result<std::unique_ptr<server::WebhookServer>> srv =
-      server::WebhookServer::start(config, handler, log, std::move(extensions));
-  if (!srv) {
-    log.error("cannot start", {{"error", srv.error().message}});
-    log.flush();
-    return kExitStartup;
-  }
-  if (managed) {
-    managed->start(**srv);
-  }
-  bool drained = false;
-  {
-    SignalWatcher signals(**srv, log, server::drain_delay(flags->shutdown_timeout));
-    drained = (*srv)->wait();
-  }
-  if (drained && managed) {
-    managed->manager->stop();
-  }
-  if (drained && live) {
-    live->stop();
-  }
-  log.flush();
-  if (!drained) {
-    std::_Exit(kExitStartup);  // requests still run on server threads: do not unwind them
-  }
-  return 0;
+  return serve(*flags, log);
 }

@@ -625,91 +625,104 @@ class Runner {
     }
   }
 
-  // The RayCluster of `ray` expanded into its worker Pods, each through the webhook, printed as
-  // `out` says. One Pod at a time: the table keeps each Pod's cells, yaml and json write each
-  // Pod to a spill file (so that a denial part way prints no partial List) copied out at the end.
-  webhook::Result<int> run_workers(const Item& item, const podpatch::RayObject& ray,
-                                   const std::string& out) {
-    std::ostream& verdict_out = out == "table" ? io_.out : io_.err;
-    ExpandOptions eo;
-    eo.indexing = o_.indexing;
-    eo.default_namespace = o_.default_namespace;
-    eo.existing = cluster_.pods_per_group;
-    std::vector<RowCells> rows;
-    std::optional<SpillFile> spill;
+  // What run_workers has seen so far of one RayCluster's worker Pods.
+  struct WorkerRun {
+    WorkerRun(const Item& i, std::ostream& v) : item(i), verdict_out(v) {}
+
+    const Item& item;
+    std::ostream& verdict_out;       // where a Pod's verdict goes
+    std::vector<RowCells> rows;      // the table's cells, one Pod each
+    std::optional<SpillFile> spill;  // yaml and json: the List, spilled
     std::optional<ListWriter> list;
-    if (out != "table") {
-      webhook::Result<SpillFile> file = SpillFile::create();
-      if (!file) {
-        return file.error();
-      }
-      spill.emplace(std::move(file).value());
-      list.emplace(spill->stream(), out == "json");
-    }
     int ordinal = 0;
     int code = kExitAdmitted;
     int not_sent = 0;
     bool denied = false;
     std::size_t pods = 0;
     std::string subdomain;
-    webhook::Status expanded = for_each_worker(
-        podpatch::generated_raycluster(ray), eo, [&](WorkerPod&& w) -> webhook::Status {
-          ++pods;
-          if (denied) {
-            return {};
+  };
+
+  // The RayCluster of `ray` expanded into its worker Pods, each through the webhook, printed as
+  // `out` says. One Pod at a time: the table keeps each Pod's cells, yaml and json write each
+  // Pod to a spill file (so that a denial part way prints no partial List) copied out at the end.
+  webhook::Result<int> run_workers(const Item& item, const podpatch::RayObject& ray,
+                                   const std::string& out) {
+    ExpandOptions eo;
+    eo.indexing = o_.indexing;
+    eo.default_namespace = o_.default_namespace;
+    eo.existing = cluster_.pods_per_group;
+    WorkerRun run(item, out == "table" ? io_.out : io_.err);
+    if (out != "table") {
+      webhook::Result<SpillFile> file = SpillFile::create();
+      if (!file) {
+        return file.error();
+      }
+      run.spill.emplace(std::move(file).value());
+      run.list.emplace(run.spill->stream(), out == "json");
+    }
+    webhook::Status expanded =
+        for_each_worker(podpatch::generated_raycluster(ray), eo, [&](WorkerPod&& w) {
+          ++run.pods;
+          if (!run.denied) {
+            admit_worker(run, std::move(w));
           }
-          admission::Request pod_req = request("Pod", "", std::move(w.pod));
-          std::string title = "worker Pod #" + std::to_string(++ordinal) + " of group " + w.group;
-          if (std::string why = selectors_.pod_not_sent(pod_req.object, pod_req.ns); !why.empty()) {
-            verdict_out << item.where << ": " << title << " is not sent to the webhook: " << why
-                        << "; kube-apiserver creates it unchanged\n";
-            code = worst(code, kExitNotSent);
-            ++not_sent;
-            if (list) {
-              list->item(pod_req.object);
-            }
-            return {};
-          }
-          admission::PodDecision decision;
-          decision.record_mutated = o_.explain;  // only --explain shows it
-          admission::Response r = handler_.mutate(pod_req, &decision);
-          print_explain(decision, title);
-          print_warnings(r);
-          if (!r.allowed) {
-            verdict_out << item.where << ": " << title << " denied: " << r.message << "\n";
-            denied = true;
-            return {};
-          }
-          json mutated = pod_req.object.patch(admission::has_patch(r) ? admission::patch_ops(r)
-                                                                      : json::array());
-          if (subdomain.empty()) {
-            subdomain = string_member(member(mutated, "spec"), "subdomain").value_or("");
-          }
-          if (list) {
-            list->item(mutated);
-          } else {
-            rows.push_back(row_cells(
-                {ordinal, w.group, r.placement ? r.placement->slot : podpatch::Slot{}, mutated}));
-          }
-          return {};
+          return webhook::Status{};
         });
     if (!expanded) {
       return invalid_argument(item.where + ": " + expanded.error().message);
     }
-    if (denied) {
+    if (run.denied) {
       return kExitDenied;
     }
     if (out == "table") {
-      print_cluster_table(ray, rows, pods, not_sent, subdomain);
+      print_cluster_table(ray, run.rows, run.pods, run.not_sent, run.subdomain);
     } else {
       if (printed_yaml_ && out != "json") {
         io_.out << "---\n";
       }
-      list->end();
-      spill->copy_to(io_.out);
+      run.list->end();
+      run.spill->copy_to(io_.out);
       printed_yaml_ = printed_yaml_ || out != "json";
     }
-    return code;
+    return run.code;
+  }
+
+  // One worker Pod through the webhook (unless its namespace or labels keep it from being sent),
+  // its verdict printed and the mutated Pod kept for the output.
+  void admit_worker(WorkerRun& run, WorkerPod&& w) {
+    admission::Request pod_req = request("Pod", "", std::move(w.pod));
+    std::string title = "worker Pod #" + std::to_string(++run.ordinal) + " of group " + w.group;
+    if (std::string why = selectors_.pod_not_sent(pod_req.object, pod_req.ns); !why.empty()) {
+      run.verdict_out << run.item.where << ": " << title << " is not sent to the webhook: " << why
+                      << "; kube-apiserver creates it unchanged\n";
+      run.code = worst(run.code, kExitNotSent);
+      ++run.not_sent;
+      if (run.list) {
+        run.list->item(pod_req.object);
+      }
+      return;
+    }
+    admission::PodDecision decision;
+    decision.record_mutated = o_.explain;  // only --explain shows it
+    admission::Response r = handler_.mutate(pod_req, &decision);
+    print_explain(decision, title);
+    print_warnings(r);
+    if (!r.allowed) {
+      run.verdict_out << run.item.where << ": " << title << " denied: " << r.message << "\n";
+      run.denied = true;
+      return;
+    }
+    json mutated =
+        pod_req.object.patch(admission::has_patch(r) ? admission::patch_ops(r) : json::array());
+    if (run.subdomain.empty()) {
+      run.subdomain = string_member(member(mutated, "spec"), "subdomain").value_or("");
+    }
+    if (run.list) {
+      run.list->item(mutated);
+    } else {
+      run.rows.push_back(row_cells(
+          {run.ordinal, w.group, r.placement ? r.placement->slot : podpatch::Slot{}, mutated}));
+    }
   }
 
   webhook::Result<int> run_review(Item& item) {

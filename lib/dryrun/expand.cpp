@@ -582,20 +582,73 @@ webhook::Result<std::vector<WorkerPod>> expand_workers(const json& raycluster,
   return out;
 }
 
+namespace {
+
+// What every worker Pod of one RayCluster shares.
+struct ClusterFacts {
+  std::string cluster;
+  std::string ns;
+  std::string uid;
+  bool from_service = false;  // the workers of a RayService's cluster
+  std::string head_svc;
+  std::string fqdn;  // of the head Service
+};
+
+// The worker Pod at `slot` of group `g` (whose template is `tmpl`), as KubeRay creates it.
+json worker_pod(const json& raycluster, const json& g, const json& tmpl, const ClusterFacts& c,
+                const WorkerSlot& slot, bool indexing) {
+  json pod = {{"apiVersion", "v1"}, {"kind", "Pod"}, {"status", json::object()}};
+  json md = json::object();
+  md["generateName"] = lower((c.cluster + "-" + slot.group).substr(0, 50)) + "-worker-";
+  md["namespace"] = c.ns;
+  md["creationTimestamp"] = nullptr;
+  md["labels"] = worker_labels(g, tmpl, slot, c.from_service, indexing);
+  json annotations = template_annotations(raycluster, tmpl);
+  bool overwrite_cmd =
+      lower(string_map(&annotations)[std::string(kOverwriteCmdAnnotation)]) == "true";
+  if (!annotations.empty()) {
+    md["annotations"] = std::move(annotations);
+  }
+  md["ownerReferences"] = json::array({{{"apiVersion", "ray.io/v1"},
+                                        {"kind", "RayCluster"},
+                                        {"name", c.cluster},
+                                        {"uid", c.uid},
+                                        {"controller", true},
+                                        {"blockOwnerDeletion", true}}});
+  pod["metadata"] = std::move(md);
+  json spec = member(tmpl, "spec") != nullptr ? tmpl["spec"] : json::object();
+  if (spec.contains("containers") && spec["containers"].is_array() && !spec["containers"].empty() &&
+      spec["containers"][0].is_object()) {
+    json& ray = spec["containers"][0];
+    json template_env = shape_ray_container(ray, g, overwrite_cmd, c.fqdn, c.head_svc);
+    add_shared_memory(spec, ray);
+    json& inits = spec["initContainers"];
+    if (!inits.is_array()) {
+      inits = json::array();
+    }
+    inits.push_back(wait_gcs_ready(ray, std::move(template_env), c.fqdn, c.head_svc));
+  }
+  pod["spec"] = std::move(spec);
+  return pod;
+}
+
+}  // namespace
+
 webhook::Status for_each_worker(const json& raycluster, const ExpandOptions& options,
                                 const std::function<webhook::Status(WorkerPod&&)>& fn) {
   const json* metadata = member(raycluster, "metadata");
-  std::string cluster(string_member(metadata, "name").value_or(""));
-  if (cluster.empty()) {
+  ClusterFacts c;
+  c.cluster = string_member(metadata, "name").value_or("");
+  if (c.cluster.empty()) {
     return webhook::invalid_argument("RayCluster has no metadata.name");
   }
-  std::string ns(string_member(metadata, "namespace").value_or(options.default_namespace));
-  std::string uid(string_member(metadata, "uid").value_or("00000000-0000-4000-8000-000000000000"));
+  c.ns = string_member(metadata, "namespace").value_or(options.default_namespace);
+  c.uid = string_member(metadata, "uid").value_or("00000000-0000-4000-8000-000000000000");
   // KubeRay marks the workers of a RayService's cluster (the cluster's originated-from label).
-  bool from_service = string_member(member(metadata, "labels"), "ray.io/originated-from-crd") ==
-                      std::string_view("RayService");
-  std::string head_svc = cluster + "-head-svc";
-  std::string fqdn = head_svc + "." + ns + ".svc.cluster.local";
+  c.from_service = string_member(member(metadata, "labels"), "ray.io/originated-from-crd") ==
+                   std::string_view("RayService");
+  c.head_svc = c.cluster + "-head-svc";
+  c.fqdn = c.head_svc + "." + c.ns + ".svc.cluster.local";
   const json* groups = member(raycluster, "spec", "workerGroupSpecs");
   if (groups == nullptr || !groups->is_array()) {
     return {};
@@ -609,46 +662,14 @@ webhook::Status for_each_worker(const json& raycluster, const ExpandOptions& opt
     int hosts = std::max(int_member(g, "numOfHosts", 1), 1);
     int count = desired_pods(g);
     if (!options.indexing) {
-      auto it = options.existing.find({ns, cluster, group});
+      auto it = options.existing.find({c.ns, c.cluster, group});
       count = std::max(0, count - (it == options.existing.end() ? 0 : it->second));
     }
     for (int i = 0; i < count; ++i) {
       int replica = i / hosts;
       int host = i % hosts;
-      json pod = {{"apiVersion", "v1"}, {"kind", "Pod"}, {"status", json::object()}};
-      json md = json::object();
-      md["generateName"] = lower((cluster + "-" + group).substr(0, 50)) + "-worker-";
-      md["namespace"] = ns;
-      md["creationTimestamp"] = nullptr;
-      json labels = worker_labels(g, *tmpl, {cluster, group, hosts, replica, host}, from_service,
-                                  options.indexing);
-      md["labels"] = std::move(labels);
-      json annotations = template_annotations(raycluster, *tmpl);
-      bool overwrite_cmd =
-          lower(string_map(&annotations)[std::string(kOverwriteCmdAnnotation)]) == "true";
-      if (!annotations.empty()) {
-        md["annotations"] = std::move(annotations);
-      }
-      md["ownerReferences"] = json::array({{{"apiVersion", "ray.io/v1"},
-                                            {"kind", "RayCluster"},
-                                            {"name", cluster},
-                                            {"uid", uid},
-                                            {"controller", true},
-                                            {"blockOwnerDeletion", true}}});
-      pod["metadata"] = std::move(md);
-      json spec = member(tmpl, "spec") != nullptr ? (*tmpl)["spec"] : json::object();
-      if (spec.contains("containers") && spec["containers"].is_array() &&
-          !spec["containers"].empty() && spec["containers"][0].is_object()) {
-        json& ray = spec["containers"][0];
-        json template_env = shape_ray_container(ray, g, overwrite_cmd, fqdn, head_svc);
-        add_shared_memory(spec, ray);
-        json& inits = spec["initContainers"];
-        if (!inits.is_array()) {
-          inits = json::array();
-        }
-        inits.push_back(wait_gcs_ready(ray, std::move(template_env), fqdn, head_svc));
-      }
-      pod["spec"] = std::move(spec);
+      json pod = worker_pod(raycluster, g, *tmpl, c, {c.cluster, group, hosts, replica, host},
+                            options.indexing);
       RETURN_IF_ERROR(fn({std::move(pod), group, replica, host}));
     }
   }

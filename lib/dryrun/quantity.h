@@ -1,49 +1,13 @@
 #pragma once
-// Kubernetes resource quantities ("24", "500m", "250Gi", "1e3") as KubeRay reads them when it
-// writes a worker's `ray start` command: the exact value, Quantity.Value() (rounded up to an
-// integer) and Quantity.AsApproximateFloat64() (the number Ray's --resources JSON carries).
-//
-//   std::optional<dryrun::Quantity> q = dryrun::parse_quantity("250Gi");
-//   q->value();        // 268435456000
-//   q->approximate();  // 268435456000.0
-//   dryrun::parse_quantity("500m")->value();  // 1: Value() rounds up
-//
-// The grammar is Kubernetes' (<digits>[.<digits>] then one of n u m "" k M G T P E, Ki Mi Gi Ti
-// Pi Ei, or e<int> / E<int>), with its quirks: "1." and ".5" parse, a bare "." or "+" is zero,
-// a value finer than 1n rounds up to 1n, a binary-suffixed value is capped at 2^63-1 ("8Ei").
-// Unlike Kubernetes a negative quantity is refused (no Ray resource is negative), and so is one
-// with more than 1000 significant digits or an exponent beyond +-100000 (Kubernetes accepts
-// them; no real limit is near).
+// The Kubernetes quantities webhook-dryrun reads, under the names its code uses: the parser is
+// the one every room shares (base/text/quantity.h).
 
-#include <cstdint>
-#include <optional>
-#include <string>
-#include <string_view>
+#include "base/text/quantity.h"
 
 namespace dryrun {
 
-// value = digits x 10^scale, exactly. `digits` has no leading zeros ("0" for zero) and keeps the
-// trailing zeros the text had ("1.50" is 150 x 10^-2), as Kubernetes' unscaled value does: the
-// float conversion depends on it.
-struct Quantity {
-  std::string digits = "0";
-  int scale = 0;
-
-  bool is_zero() const { return digits == "0"; }
-  // Kubernetes' Value(): the value rounded up to the next integer. nullopt when that is above
-  // INT64_MAX (where Kubernetes' own answer wraps).
-  std::optional<std::int64_t> value() const;
-  // Kubernetes' AsApproximateFloat64(): double(digits) x Go's math.Pow10(scale), with Go's
-  // rounding, so "0.5" is 0.5 and "1.5Gi" 1610612736. May be +Inf, or NaN for "0e400".
-  double approximate() const;
-};
-
-// Parses `text` as Kubernetes' ParseQuantity does (see the header comment for what differs).
-// nullopt when it is not a quantity.
-std::optional<Quantity> parse_quantity(std::string_view text);
-
-// Go's math.Pow10(n), bit for bit: exact table entries below 1e32, one multiplication or division
-// beyond; +Inf above 308, 0 below -323.
-double go_pow10(int n);
+using webhook::go_pow10;
+using webhook::parse_quantity;
+using webhook::Quantity;
 
 }  // namespace dryrun

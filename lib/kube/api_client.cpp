@@ -62,6 +62,53 @@ std::string describe(httplib::Error e) {
   }
 }
 
+// A reply's body as it arrives, up to kMaxReplyBody bytes.
+struct BoundedBody {
+  std::string body;
+  std::size_t received = 0;
+  bool too_large = false;
+
+  // False (and too_large) once the bytes received pass the bound.
+  bool append(const char* data, std::size_t n) {
+    received += n;
+    if (received > kMaxReplyBody) {
+      too_large = true;
+      return false;
+    }
+    body.append(data, n);
+    return true;
+  }
+};
+
+// Timeouts of one request (connecting and writing within 10 s at most), keep-alive, and no Nagle
+// delay: headers and body go out at once.
+void configure(httplib::ClientImpl& client, Duration timeout) {
+  auto micros = std::chrono::duration_cast<std::chrono::microseconds>(timeout);
+  client.set_connection_timeout(
+      std::min<std::chrono::microseconds>(micros, std::chrono::seconds(10)));
+  client.set_write_timeout(std::min<std::chrono::microseconds>(micros, std::chrono::seconds(10)));
+  client.set_read_timeout(micros);
+  client.set_keep_alive(true);
+  client.set_tcp_nodelay(true);
+}
+
+// `method` to `path` with `body`: a body (and its Content-Type, JSON unless said) unless an empty
+// GET.
+httplib::Request make_request(std::string_view method, std::string path,
+                              const httplib::Headers& headers, const std::string& body,
+                              std::string_view content_type) {
+  httplib::Request req;
+  req.method = std::string(method);
+  req.path = std::move(path);
+  req.headers = headers;
+  if (!body.empty() || method != "GET") {
+    req.body = body;
+    req.set_header("Content-Type", content_type.empty() ? std::string("application/json")
+                                                        : std::string(content_type));
+  }
+  return req;
+}
+
 }  // namespace
 
 // The parsed CA bundle and client identity. Each connection parses its own copy: OpenSSL caches
@@ -378,37 +425,15 @@ webhook::Result<ApiClient::Reply> ApiClient::send_once(std::string_view method,
                               "cannot set up TLS for " + server() + ": " + openssl_error()};
       }
     }
-    auto micros = std::chrono::duration_cast<std::chrono::microseconds>(timeout);
-    client->set_connection_timeout(
-        std::min<std::chrono::microseconds>(micros, std::chrono::seconds(10)));
-    client->set_write_timeout(
-        std::min<std::chrono::microseconds>(micros, std::chrono::seconds(10)));
-    client->set_read_timeout(micros);
-    client->set_keep_alive(true);
-    client->set_tcp_nodelay(true);  // headers and body go out at once (no Nagle delay)
+    configure(*client, timeout);
     if (call != nullptr && !call->attach(client.get())) {
       return webhook::Error{webhook::ErrorCode::kUnavailable, "cancelled"};
     }
-    std::size_t received = 0;
-    bool too_large = false;
-    Reply reply;
-    httplib::Request req;
-    req.method = std::string(method);
-    req.path = config_.base_path + path_query;
-    req.headers = p->headers;
-    if (!body.empty() || method != "GET") {
-      req.body = body;
-      req.set_header("Content-Type", content_type.empty() ? std::string("application/json")
-                                                          : std::string(content_type));
-    }
+    BoundedBody received;
+    httplib::Request req =
+        make_request(method, config_.base_path + path_query, p->headers, body, content_type);
     req.content_receiver = [&](const char* data, std::size_t n, std::uint64_t, std::uint64_t) {
-      received += n;
-      if (received > kMaxReplyBody) {
-        too_large = true;
-        return false;
-      }
-      reply.body.append(data, n);
-      return true;
+      return received.append(data, n);
     };
     httplib::Response res;
     httplib::Error error = httplib::Error::Success;
@@ -416,7 +441,7 @@ webhook::Result<ApiClient::Reply> ApiClient::send_once(std::string_view method,
     if (call != nullptr) {
       call->detach();
     }
-    if (too_large) {
+    if (received.too_large) {
       return webhook::Error{webhook::ErrorCode::kUnavailable,
                             std::string(method) + " " + server() + req.path +
                                 ": the answer is larger than " +
@@ -429,15 +454,12 @@ webhook::Result<ApiClient::Reply> ApiClient::send_once(std::string_view method,
       }
       return transport_error(method, path_query, static_cast<int>(error), cancelled);
     }
-    reply.status = res.status;
-    if (reply.body.empty()) {
-      reply.body = std::move(res.body);
-    }
-    saw_status(reply.status);
+    saw_status(res.status);
     if (res.get_header_value("Connection") != "close") {
       put_idle(std::move(client));
     }
-    return reply;
+    return Reply{res.status,
+                 received.body.empty() ? std::move(res.body) : std::move(received.body)};
   }
   return webhook::Error{webhook::ErrorCode::kUnavailable,
                         std::string(method) + " " + server() + path_query + ": no connection"};

@@ -1,12 +1,7 @@
 #include "kube/claims.h"
 
-#include <openssl/evp.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <condition_variable>
-#include <cstdio>
-#include <ctime>
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -27,81 +22,6 @@ constexpr std::string_view kLeasePath = "/apis/coordination.k8s.io/v1/namespaces
 // Shortest wait before retrying after an API error; doubles per error, within the budget.
 constexpr Duration kFirstBackoff = std::chrono::milliseconds(50);
 
-std::string hex(const unsigned char* data, std::size_t n) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (std::size_t i = 0; i < n; ++i) {
-    out.push_back(kHex[data[i] >> 4]);
-    out.push_back(kHex[data[i] & 15]);
-  }
-  return out;
-}
-
-// RFC 3339 in UTC with milliseconds: 2026-12-01T09:00:00.123Z.
-std::string format_time(WallTime t, int digits) {
-  auto since = t.time_since_epoch();
-  auto secs = std::chrono::floor<std::chrono::seconds>(since);
-  auto frac = std::chrono::duration_cast<std::chrono::microseconds>(since - secs).count();
-  auto tt = static_cast<std::time_t>(secs.count());
-  std::tm tm{};
-  gmtime_r(&tt, &tm);
-  char buf[48];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-  std::string out(buf);
-  if (digits == 3) {
-    std::snprintf(buf, sizeof buf, ".%03lld", static_cast<long long>(frac / 1000));
-    out += buf;
-  } else if (digits == 6) {
-    std::snprintf(buf, sizeof buf, ".%06lld", static_cast<long long>(frac));
-    out += buf;
-  }
-  return out + "Z";
-}
-
-// The inverse of format_time for 0..9 fractional digits; nullopt for anything else.
-std::optional<WallTime> parse_time(std::string_view s) {
-  std::tm tm{};
-  int year = 0, mon = 0, day = 0, hour = 0, min = 0, sec = 0;
-  int used = 0;
-  std::string text(s);
-  if (std::sscanf(text.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &year, &mon, &day, &hour, &min, &sec,
-                  &used) != 6 ||
-      used != 19) {
-    return std::nullopt;
-  }
-  std::size_t i = 19;
-  long long nanos = 0;
-  if (i < text.size() && text[i] == '.') {
-    int digits = 0;
-    for (++i; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) {
-      if (digits++ < 9) {
-        nanos = nanos * 10 + (text[i] - '0');
-      }
-    }
-    if (digits == 0 || digits > 9) {
-      return std::nullopt;
-    }
-    for (; digits < 9; ++digits) {
-      nanos *= 10;
-    }
-  }
-  if (i + 1 != text.size() || text[i] != 'Z') {
-    return std::nullopt;
-  }
-  if (mon < 1 || mon > 12 || day < 1 || day > 31 || hour > 23 || min > 59 || sec > 60) {
-    return std::nullopt;
-  }
-  tm.tm_year = year - 1900;
-  tm.tm_mon = mon - 1;
-  tm.tm_mday = day;
-  tm.tm_hour = hour;
-  tm.tm_min = min;
-  tm.tm_sec = sec;
-  std::time_t t = timegm(&tm);
-  return WallTime(std::chrono::duration_cast<WallTime::duration>(std::chrono::seconds(t) +
-                                                                 std::chrono::nanoseconds(nanos)));
-}
-
 std::string group_text(const GroupKey& key) {
   return "worker group \"" + key.group + "\" of RayCluster " + key.ns + "/" + key.cluster;
 }
@@ -110,144 +30,7 @@ std::string millis(Duration d) {
   return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + "ms";
 }
 
-// The reason of a Status body ("Conflict", "AlreadyExists", ...), or "" when there is none.
-std::string status_reason(const std::string& body) {
-  json j = json::parse(body, nullptr, false);
-  if (j.is_object()) {
-    auto it = j.find("reason");
-    if (it != j.end() && it->is_string()) {
-      return it->get<std::string>();
-    }
-  }
-  return "";
-}
-
-std::string describe_status(const ApiClient::Reply& r) {
-  json j = json::parse(r.body, nullptr, false);
-  std::string message;
-  if (j.is_object()) {
-    auto it = j.find("message");
-    if (it != j.end() && it->is_string()) {
-      message = it->get<std::string>();
-    }
-  }
-  if (message.size() > 200) {
-    message = message.substr(0, 200) + "...";
-  }
-  return "HTTP " + std::to_string(r.status) + (message.empty() ? "" : ": " + message);
-}
-
 }  // namespace
-
-// ---- The claims annotation --------------------------------------------------------------------
-
-std::string claim_object_name(const GroupKey& key) {
-  std::string input = key.ns + '\0' + key.cluster + '\0' + key.group;
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int n = 0;
-  EVP_Digest(input.data(), input.size(), digest, &n, EVP_sha256(), nullptr);
-  return "kuberay-tpu-slots-" + hex(digest, std::min<std::size_t>(n, 12));
-}
-
-std::string encode_claims(const std::vector<Claim>& claims) {
-  json out = json::array();
-  for (const Claim& c : claims) {
-    out.push_back({{"replica", c.slot.replica},
-                   {"host", c.slot.host},
-                   {"expires", format_time(c.expires, 3)},
-                   {"pod", c.pod},
-                   {"holder", c.holder},
-                   {"id", c.id}});
-  }
-  return out.dump(-1, ' ', false, json::error_handler_t::replace);
-}
-
-webhook::Result<std::vector<Claim>> decode_claims(std::string_view text) {
-  json j = json::parse(text, nullptr, false);
-  if (!j.is_array()) {
-    return webhook::invalid_argument(std::string(kClaimsAnnotation) +
-                                     ": not a JSON array of claims");
-  }
-  std::vector<Claim> out;
-  for (std::size_t i = 0; i < j.size(); ++i) {
-    const json& c = j[i];
-    std::string where = std::string(kClaimsAnnotation) + "[" + std::to_string(i) + "]";
-    if (!c.is_object()) {
-      return webhook::invalid_argument(where + ": not an object");
-    }
-    auto integer = [&](const char* k) -> std::optional<int> {
-      auto it = c.find(k);
-      if (it == c.end() || !it->is_number_integer()) {
-        return std::nullopt;
-      }
-      auto v = it->get<long long>();
-      return v < 0 || v > 1'000'000 ? std::nullopt : std::optional<int>(static_cast<int>(v));
-    };
-    auto text_of = [&](const char* k) -> std::optional<std::string> {
-      auto it = c.find(k);
-      return it == c.end() || !it->is_string() ? std::nullopt
-                                               : std::optional<std::string>(it->get<std::string>());
-    };
-    std::optional<int> replica = integer("replica");
-    std::optional<int> host = integer("host");
-    std::optional<std::string> expires = text_of("expires");
-    std::optional<std::string> id = text_of("id");
-    if (!replica || !host) {
-      return webhook::invalid_argument(where + ": replica and host must be non-negative integers");
-    }
-    if (!expires || !id || id->empty()) {
-      return webhook::invalid_argument(where + ": expires and id must be strings");
-    }
-    std::optional<WallTime> when = parse_time(*expires);
-    if (!when) {
-      return webhook::invalid_argument(where + ": expires is not an RFC 3339 UTC time");
-    }
-    out.push_back(Claim{{*replica, *host},
-                        *when,
-                        text_of("pod").value_or(""),
-                        text_of("holder").value_or(""),
-                        std::move(*id)});
-  }
-  return out;
-}
-
-// ---- Namespace and identity -------------------------------------------------------------------
-
-webhook::Result<NamespaceSource> webhook_namespace(const EnvLookup& env, std::string_view sa_dir,
-                                                   const std::string& flag) {
-  if (std::optional<std::string> ns = env("POD_NAMESPACE"); ns && !ns->empty()) {
-    return NamespaceSource{*ns, "POD_NAMESPACE"};
-  }
-  std::string file = std::string(sa_dir) + "/namespace";
-  if (webhook::Result<std::string> ns = read_file(file, 1024); ns) {
-    std::string v = *ns;
-    while (!v.empty() && (v.back() == '\n' || v.back() == ' ' || v.back() == '\r')) {
-      v.pop_back();
-    }
-    if (!v.empty()) {
-      return NamespaceSource{v, file};
-    }
-  }
-  if (!flag.empty()) {
-    return NamespaceSource{flag, "--namespace"};
-  }
-  return webhook::failed_precondition(
-      "legacy placement keeps its slot claims in the webhook's own namespace, and none is known: "
-      "set POD_NAMESPACE (the chart sets it from the downward API) or pass --namespace=NS");
-}
-
-std::string replica_identity(const EnvLookup& env) {
-  if (std::optional<std::string> name = env("POD_NAME"); name && !name->empty()) {
-    return *name;
-  }
-  char host[256] = {};
-  if (gethostname(host, sizeof host - 1) == 0 && host[0] != '\0') {
-    return host;
-  }
-  return "kuberay-tpu-webhook";
-}
-
-// ---- The store --------------------------------------------------------------------------------
 
 // What this replica knows of one group's Lease. One admission of the group at a time holds the
 // turn (busy), and only it touches the fields from `known` to `confirmed`.
@@ -352,33 +135,8 @@ std::string ClaimStore::lease_json(const GroupKey& key, const std::vector<Claim>
                 {"spec",
                  {{"holderIdentity", options_.holder},
                   {"leaseDurationSeconds", std::max<long long>(1, ttl_seconds)},
-                  {"renewTime", format_time(now, 6)}}}};
+                  {"renewTime", format_rfc3339(now, 6)}}}};
   return lease.dump(-1, ' ', false, json::error_handler_t::replace);
-}
-
-// The claims and resourceVersion of a Lease object; InvalidArgument when they do not decode.
-static webhook::Result<std::pair<std::string, std::vector<Claim>>> lease_state(const json& lease) {
-  const json* md = lease.is_object() && lease.contains("metadata") ? &lease["metadata"] : nullptr;
-  if (md == nullptr || !md->is_object()) {
-    return webhook::invalid_argument("the Lease has no metadata");
-  }
-  std::string rv = md->value("resourceVersion", "");
-  std::vector<Claim> claims;
-  auto ann = md->find("annotations");
-  if (ann != md->end() && ann->is_object()) {
-    auto c = ann->find(std::string(kClaimsAnnotation));
-    if (c != ann->end()) {
-      if (!c->is_string()) {
-        return webhook::invalid_argument(std::string(kClaimsAnnotation) + " is not a string");
-      }
-      webhook::Result<std::vector<Claim>> decoded = decode_claims(c->get<std::string>());
-      if (!decoded) {
-        return decoded.error();
-      }
-      claims = std::move(*decoded);
-    }
-  }
-  return std::make_pair(std::move(rv), std::move(claims));
 }
 
 webhook::Status ClaimStore::read(const GroupKey& key, Group& g, Duration timeout) {
@@ -403,8 +161,7 @@ webhook::Status ClaimStore::read(const GroupKey& key, Group& g, Duration timeout
     return Error{ErrorCode::kUnavailable, "reading Lease " + options_.ns + "/" +
                                               claim_object_name(key) + ": " + describe_status(*r)};
   }
-  webhook::Result<std::pair<std::string, std::vector<Claim>>> state =
-      lease_state(json::parse(r->body, nullptr, false));
+  webhook::Result<LeaseState> state = lease_state(json::parse(r->body, nullptr, false));
   if (!state) {
     return Error{ErrorCode::kUnavailable,
                  "Lease " + options_.ns + "/" + claim_object_name(key) +
@@ -414,8 +171,8 @@ webhook::Status ClaimStore::read(const GroupKey& key, Group& g, Duration timeout
   }
   g.known = true;
   g.exists = true;
-  g.version = std::move(state->first);
-  g.claims = std::move(state->second);
+  g.version = std::move(state->version);
+  g.claims = std::move(state->claims);
   return {};
 }
 
@@ -437,12 +194,11 @@ ClaimStore::Write ClaimStore::write(const GroupKey& key, Group& g, std::vector<C
     return {Write::Outcome::kFailed, r.error().message};
   }
   if (r->status == 200 || r->status == 201) {
-    webhook::Result<std::pair<std::string, std::vector<Claim>>> state =
-        lease_state(json::parse(r->body, nullptr, false));
-    if (state && !state->first.empty()) {
+    webhook::Result<LeaseState> state = lease_state(json::parse(r->body, nullptr, false));
+    if (state && !state->version.empty()) {
       g.known = true;
       g.exists = true;
-      g.version = std::move(state->first);
+      g.version = std::move(state->version);
       g.claims = std::move(claims);
     }
     return {Write::Outcome::kWritten, ""};
@@ -463,189 +219,260 @@ ClaimStore::Write ClaimStore::write(const GroupKey& key, Group& g, std::vector<C
                                        options_.ns + "/" + name + ": " + describe_status(*r)};
 }
 
+// ---- Placing a Pod -----------------------------------------------------------------------------
+
+// One admission's turn at a group: at most one per group in this process at a time. Waiting for
+// the others counts against the budget, so the answer always comes within it.
+class ClaimStore::Turn {
+ public:
+  Turn(Group& g, Duration budget) : g_(g) {
+    std::unique_lock lock(g_.turn_mu);
+    held_ = g_.turn_cv.wait_for(lock, budget, [&] { return !g_.busy; });
+    if (held_) {
+      g_.busy = true;
+    }
+  }
+  ~Turn() {
+    if (held_) {
+      {
+        std::lock_guard lock(g_.turn_mu);
+        g_.busy = false;
+      }
+      g_.turn_cv.notify_one();
+    }
+  }
+  Turn(const Turn&) = delete;
+  Turn& operator=(const Turn&) = delete;
+
+  bool held() const { return held_; }
+
+ private:
+  Group& g_;
+  bool held_ = false;
+};
+
+// The attempts of one placement: until when, and what went wrong so far.
+struct ClaimStore::Attempts {
+  TimePoint deadline;
+  std::string id;  // the claim's id
+  int conflicts = 0;
+  int errors = 0;
+  std::string last_error;
+  Duration backoff = kFirstBackoff;
+};
+
+// The claims of a group that count for a placement at `now`.
+struct ClaimStore::OpenClaims {
+  std::vector<Claim> live;            // not expired: the claims the next write keeps
+  std::vector<Reservation> open;      // the live claims not confirmed, as reservations
+  std::vector<std::string> open_ids;  // and their ids
+
+  static OpenClaims of(const Group& g, WallTime now) {
+    OpenClaims out;
+    for (const Claim& c : g.claims) {
+      if (c.expires <= now) {
+        continue;  // expired: dropped by this write
+      }
+      out.live.push_back(c);
+      if (!g.confirmed.contains(c.id)) {
+        out.open.push_back({c.slot, "(a Pod " + c.pod + " placed by webhook replica " + c.holder +
+                                        ", not yet seen by the Pod watch)"});
+        out.open_ids.push_back(c.id);
+      }
+    }
+    return out;
+  }
+};
+
 webhook::Result<Slot> ClaimStore::place(const podpatch::PlaceRequest& request) {
-  const GroupKey& key = request.key;
   if (webhook::Status s = check_placeable(pods_, request); !s) {
     return s.error();
   }
-  if (Duration down = pods_.disconnected_for(); down > options_.ttl / 2) {
-    {
-      std::lock_guard lock(mu_);
-      ++stats_.denied;
-    }
-    return Error{ErrorCode::kUnavailable,
-                 "this webhook replica's watch of Pods has been disconnected from the API server "
-                 "for " +
-                     millis(down) +
-                     ", so it cannot tell which slots are free and will not guess; the Pod's "
-                     "creation fails and KubeRay retries it (another replica, or this one once "
-                     "the watch is back, places it)"};
+  if (webhook::Status s = check_pod_watch(); !s) {
+    return s.error();
   }
-
-  // One admission of the group at a time in this process; waiting for the others counts
-  // against the budget, so the answer always comes within it.
-  TimePoint deadline = clock_.now() + options_.budget;
-  std::shared_ptr<Group> g = group(key);
-  bool turn = false;
-  {
-    std::unique_lock lock(g->turn_mu);
-    turn = g->turn_cv.wait_for(lock, options_.budget, [&] { return !g->busy; });
-    if (turn) {
-      g->busy = true;
-    }
-  }
-  struct Release {
-    Group& g;
-    bool held;
-    ~Release() {
-      if (held) {
-        {
-          std::lock_guard lock(g.turn_mu);
-          g.busy = false;
-        }
-        g.turn_cv.notify_one();
-      }
-    }
-  } release{*g, turn};
-  if (!turn) {
-    {
-      std::lock_guard lock(mu_);
-      ++stats_.denied;
-    }
+  Attempts attempts;
+  attempts.deadline = clock_.now() + options_.budget;
+  std::shared_ptr<Group> g = group(request.key);
+  Turn turn(*g, options_.budget);
+  if (!turn.held()) {
+    count_denied();
     return Error{ErrorCode::kUnavailable,
-                 "too many Pods of " + group_text(key) +
+                 "too many Pods of " + group_text(request.key) +
                      " are being placed at once through this webhook replica to record another "
                      "slot claim within --claim-timeout (" +
                      millis(options_.budget) +
                      "). This is retryable: the Pod's creation fails and KubeRay retries it"};
   }
-  // Claims whose Pods the watch showed since the last placement are confirmed, before anything
-  // new is claimed.
+  confirm_shown(*g);
+  attempts.id = claim_id(request);
+  while (remaining(attempts) > Duration::zero()) {
+    if (std::optional<webhook::Result<Slot>> done = attempt(request, *g, attempts)) {
+      return std::move(*done);
+    }
+  }
+  return give_up(request.key, attempts);
+}
+
+webhook::Status ClaimStore::check_pod_watch() {
+  Duration down = pods_.disconnected_for();
+  if (down <= options_.ttl / 2) {
+    return {};
+  }
+  count_denied();
+  return Error{ErrorCode::kUnavailable,
+               "this webhook replica's watch of Pods has been disconnected from the API server "
+               "for " +
+                   millis(down) +
+                   ", so it cannot tell which slots are free and will not guess; the Pod's "
+                   "creation fails and KubeRay retries it (another replica, or this one once "
+                   "the watch is back, places it)"};
+}
+
+void ClaimStore::count_denied() {
+  std::lock_guard lock(mu_);
+  ++stats_.denied;
+}
+
+void ClaimStore::count_confirmed(Group& g, const std::string& id) {
+  if (g.confirmed.insert(id).second) {
+    std::lock_guard lock(mu_);
+    ++stats_.confirmed;
+  }
+}
+
+// Claims whose Pods the watch showed since the last placement are confirmed, before anything new
+// is claimed.
+void ClaimStore::confirm_shown(Group& g) {
   std::vector<Slot> shown;
   {
-    std::lock_guard lock(g->shown_mu);
-    shown.swap(g->shown);
+    std::lock_guard lock(g.shown_mu);
+    shown.swap(g.shown);
   }
-  for (const Claim& c : g->claims) {
-    if (std::find(shown.begin(), shown.end(), c.slot) != shown.end() &&
-        g->confirmed.insert(c.id).second) {
-      std::lock_guard lock(mu_);
-      ++stats_.confirmed;
+  for (const Claim& c : g.claims) {
+    if (std::find(shown.begin(), shown.end(), c.slot) != shown.end()) {
+      count_confirmed(g, c.id);
     }
   }
-  std::string id;
-  {
-    std::lock_guard lock(mu_);
-    // The AdmissionRequest's uid is unique per admission (and the same when kube-apiserver
-    // calls again for it); outside admission, one of this replica's own.
-    id = request.uid.empty() ? options_.holder + "/" + std::to_string(++next_id_) : request.uid;
-  }
-  int conflicts = 0;
-  int errors = 0;
-  std::string last_error;
-  Duration backoff = kFirstBackoff;
-  auto remaining = [&] { return deadline - clock_.now(); };
-  auto failed = [&](std::string why) {
-    last_error = std::move(why);
-    ++errors;
-    Duration wait = std::min(backoff, remaining());
-    backoff *= 2;
-    if (wait > Duration::zero()) {
-      clock_.sleep_for(wait, std::stop_token{});
-    }
-  };
+}
 
-  while (remaining() > Duration::zero()) {
-    adopt_watched(*g);  // another replica's write, seen by the Lease watch
-    if (!g->known) {
-      if (webhook::Status s = read(key, *g, remaining()); !s) {
-        failed(s.error().message);
-        continue;
-      }
+std::string ClaimStore::claim_id(const podpatch::PlaceRequest& request) {
+  std::lock_guard lock(mu_);
+  // The AdmissionRequest's uid is unique per admission (and the same when kube-apiserver calls
+  // again for it); outside admission, one of this replica's own.
+  return request.uid.empty() ? options_.holder + "/" + std::to_string(++next_id_) : request.uid;
+}
+
+Duration ClaimStore::remaining(const Attempts& a) const { return a.deadline - clock_.now(); }
+
+// One round: the Lease as known (read when it is not), a choice over Pods and open claims, and
+// the write of the claim. nullopt when another round is needed.
+std::optional<webhook::Result<Slot>> ClaimStore::attempt(const podpatch::PlaceRequest& request,
+                                                         Group& g, Attempts& a) {
+  adopt_watched(g);  // another replica's write, seen by the Lease watch
+  if (!g.known) {
+    if (webhook::Status s = read(request.key, g, remaining(a)); !s) {
+      failed(a, s.error().message);
+      return std::nullopt;
     }
-    // A claim of ours already in the Lease: an earlier write that timed out went through.
-    for (const Claim& c : g->claims) {
-      if (c.id == id) {
-        return c.slot;
-      }
+  }
+  // A claim of ours already in the Lease: an earlier write that timed out went through.
+  for (const Claim& c : g.claims) {
+    if (c.id == a.id) {
+      return c.slot;
     }
-    WallTime now = clock_.wall_now();
-    std::vector<Claim> live;
-    std::vector<Reservation> open;  // the live claims not confirmed, and their ids
-    std::vector<std::string> open_ids;
-    for (const Claim& c : g->claims) {
-      if (c.expires <= now) {
-        continue;  // expired: dropped by this write
-      }
-      live.push_back(c);
-      if (!g->confirmed.contains(c.id)) {
-        open.push_back({c.slot, "(a Pod " + c.pod + " placed by webhook replica " + c.holder +
-                                    ", not yet seen by the Pod watch)"});
-        open_ids.push_back(c.id);
-      }
-    }
-    webhook::Result<Slot> slot =
-        choose_free_slot(pods_.holders(key), open, request.hosts, key, [&](std::size_t i) {
-          if (g->confirmed.insert(open_ids[i]).second) {  // the watch shows a Pod on its slot
-            std::lock_guard lock(mu_);
-            ++stats_.confirmed;
-          }
-        });
-    std::erase_if(g->confirmed, [&](const std::string& cid) {
-      return std::none_of(live.begin(), live.end(), [&](const Claim& c) { return c.id == cid; });
-    });
-    if (!slot || request.dry_run) {
+  }
+  WallTime now = clock_.wall_now();
+  OpenClaims claims = OpenClaims::of(g, now);
+  webhook::Result<Slot> slot = choose(request, g, claims);
+  if (!slot || request.dry_run) {
+    return slot;
+  }
+  if (claims.live.size() >= options_.max_claims) {
+    return too_many_claims(request.key, claims.live.size());
+  }
+  claims.live.push_back(Claim{*slot,
+                              now + std::chrono::duration_cast<WallTime::duration>(options_.ttl),
+                              request.pod, options_.holder, a.id});
+  Write w = write(request.key, g, std::move(claims.live), remaining(a));
+  switch (w.outcome) {
+    case Write::Outcome::kWritten: {
+      std::lock_guard lock(mu_);
+      ++stats_.claims_written;
       return slot;
     }
-    if (live.size() >= options_.max_claims) {
-      return Error{ErrorCode::kResourceExhausted,
-                   group_text(key) + " has " + std::to_string(live.size()) +
-                       " slot claims whose Pods have not appeared yet (bound " +
-                       std::to_string(options_.max_claims) +
-                       "); they expire within --reservation-ttl (" + millis(options_.ttl) +
-                       "), after which the Pod's creation succeeds when KubeRay retries it"};
-    }
-    live.push_back(Claim{*slot, now + std::chrono::duration_cast<WallTime::duration>(options_.ttl),
-                         request.pod, options_.holder, id});
-    Write w = write(key, *g, std::move(live), remaining());
-    switch (w.outcome) {
-      case Write::Outcome::kWritten: {
-        std::lock_guard lock(mu_);
-        ++stats_.claims_written;
-        return slot;
-      }
-      case Write::Outcome::kConflict:
-        // Another replica wrote first: read again and choose again — at once the first time,
-        // then after a short random pause, so two replicas that keep colliding drift apart.
-        if (++conflicts > 1) {
-          Duration cap = std::min<Duration>(
-              kFirstBackoff, std::chrono::milliseconds(1LL << std::min(conflicts, 6)));
-          std::uniform_int_distribution<Duration::rep> spread(0, cap.count());
-          Duration pause;
-          {
-            std::lock_guard lock(mu_);
-            pause = Duration(spread(rng_));
-          }
-          clock_.sleep_for(std::min(pause, remaining()), std::stop_token{});
-        }
-        break;
-      case Write::Outcome::kGone:
-        break;  // the janitor deleted it: create it
-      case Write::Outcome::kFailed:
-        failed(std::move(w.error));
-        break;
-    }
+    case Write::Outcome::kConflict:
+      conflicted(a);
+      break;
+    case Write::Outcome::kGone:
+      break;  // the janitor deleted it: create it
+    case Write::Outcome::kFailed:
+      failed(a, std::move(w.error));
+      break;
   }
+  return std::nullopt;
+}
+
+// The lowest free slot over the group's Pods and open claims. A claim whose slot the watch shows
+// a Pod on is confirmed; confirmations of claims no longer live are forgotten.
+webhook::Result<Slot> ClaimStore::choose(const podpatch::PlaceRequest& request, Group& g,
+                                         const OpenClaims& claims) {
+  webhook::Result<Slot> slot =
+      choose_free_slot(pods_.holders(request.key), claims.open, request.hosts, request.key,
+                       [&](std::size_t i) { count_confirmed(g, claims.open_ids[i]); });
+  std::erase_if(g.confirmed, [&](const std::string& cid) {
+    return std::none_of(claims.live.begin(), claims.live.end(),
+                        [&](const Claim& c) { return c.id == cid; });
+  });
+  return slot;
+}
+
+webhook::Error ClaimStore::too_many_claims(const GroupKey& key, std::size_t live) const {
+  return Error{ErrorCode::kResourceExhausted,
+               group_text(key) + " has " + std::to_string(live) +
+                   " slot claims whose Pods have not appeared yet (bound " +
+                   std::to_string(options_.max_claims) +
+                   "); they expire within --reservation-ttl (" + millis(options_.ttl) +
+                   "), after which the Pod's creation succeeds when KubeRay retries it"};
+}
+
+// An API error: wait before the next round, twice as long as the last time, within the budget.
+void ClaimStore::failed(Attempts& a, std::string why) {
+  a.last_error = std::move(why);
+  ++a.errors;
+  Duration wait = std::min(a.backoff, remaining(a));
+  a.backoff *= 2;
+  if (wait > Duration::zero()) {
+    clock_.sleep_for(wait, std::stop_token{});
+  }
+}
+
+// Another replica wrote first: read again and choose again — at once the first time, then after
+// a short random pause, so two replicas that keep colliding drift apart.
+void ClaimStore::conflicted(Attempts& a) {
+  if (++a.conflicts <= 1) {
+    return;
+  }
+  Duration cap =
+      std::min<Duration>(kFirstBackoff, std::chrono::milliseconds(1LL << std::min(a.conflicts, 6)));
+  std::uniform_int_distribution<Duration::rep> spread(0, cap.count());
+  Duration pause;
   {
     std::lock_guard lock(mu_);
-    ++stats_.denied;
+    pause = Duration(spread(rng_));
   }
+  clock_.sleep_for(std::min(pause, remaining(a)), std::stop_token{});
+}
+
+// The budget is spent: a retryable denial saying what the attempts met.
+webhook::Error ClaimStore::give_up(const GroupKey& key, const Attempts& a) {
+  count_denied();
   std::string why;
-  if (errors > 0) {
-    why = std::to_string(errors) + " API request(s) failed, the last with: " + last_error;
+  if (a.errors > 0) {
+    why = std::to_string(a.errors) + " API request(s) failed, the last with: " + a.last_error;
   }
-  if (conflicts > 0) {
-    why += (why.empty() ? "" : "; ") + std::to_string(conflicts) +
+  if (a.conflicts > 0) {
+    why += (why.empty() ? "" : "; ") + std::to_string(a.conflicts) +
            " write(s) conflicted with other webhook replicas placing Pods of the same group";
   }
   if (why.empty()) {
@@ -677,29 +504,6 @@ void ClaimStore::shown(const GroupKey& key, Slot slot) {
   }
 }
 
-// The group a claim Lease is for, from its kuberay-tpu-webhook/group annotation
-// ("<ns>/<cluster>/<group>"); nullopt unless the Lease's name is that group's.
-static std::optional<GroupKey> lease_group(const json& lease) {
-  if (!lease.is_object() || !lease.contains("metadata") || !lease["metadata"].is_object()) {
-    return std::nullopt;
-  }
-  const json& md = lease["metadata"];
-  std::string group;
-  if (auto ann = md.find("annotations"); ann != md.end() && ann->is_object()) {
-    group = ann->value(std::string(kClaimGroupAnnotation), "");
-  }
-  std::size_t a = group.find('/');
-  std::size_t b = a == std::string::npos ? a : group.find('/', a + 1);
-  if (b == std::string::npos) {
-    return std::nullopt;
-  }
-  GroupKey key{group.substr(0, a), group.substr(a + 1, b - a - 1), group.substr(b + 1)};
-  if (claim_object_name(key) != md.value("name", "")) {
-    return std::nullopt;
-  }
-  return key;
-}
-
 Resource ClaimStore::lease_resource() const {
   return Resource{"leases", collection_path(), std::string(kClaimSelector)};
 }
@@ -716,11 +520,11 @@ void ClaimStore::watched(const json& lease, bool deleted) {
   const GroupKey& key = *found;
   std::vector<Claim> claims;
   if (!deleted) {
-    webhook::Result<std::pair<std::string, std::vector<Claim>>> state = lease_state(lease);
+    webhook::Result<LeaseState> state = lease_state(lease);
     if (!state) {
       return;  // a placement reads it and says what is wrong
     }
-    claims = std::move(state->second);
+    claims = std::move(state->claims);
   }
   std::shared_ptr<Group> g;
   {
@@ -760,100 +564,9 @@ void ClaimStore::adopt_watched(Group& g) {
   ++stats_.watched;
 }
 
-bool ClaimStore::sweep() {
-  {
-    std::lock_guard lock(mu_);
-    ++stats_.sweeps;
-  }
-  std::string list_path = collection_path() + "?labelSelector=" + url_encode(kClaimSelector);
-  std::string body;
-  std::string error_body;
-  Duration timeout = std::max<Duration>(options_.budget, std::chrono::seconds(5));
-  webhook::Result<int> status = api_.get(
-      list_path,
-      [&](std::string_view bytes) {
-        body.append(bytes);
-        return body.size() < (16u << 20);
-      },
-      timeout, sweep_call_, &error_body);
-  if (!status || *status != 200) {
-    count_error();
-    say(LogLevel::kWarning,
-        "claims janitor: cannot list the claim Leases of namespace " + options_.ns + ": " +
-            (status ? "HTTP " + std::to_string(*status) + " " + error_body.substr(0, 200)
-                    : status.error().message));
-    return false;
-  }
-  json list = json::parse(body, nullptr, false);
-  if (!list.is_object() || !list.contains("items") || !list["items"].is_array()) {
-    count_error();
-    return false;
-  }
-  WallTime now = clock_.wall_now();
-  for (const json& lease : list["items"]) {
-    if (sweep_call_.cancelled()) {
-      return true;
-    }
-    std::string name =
-        lease.is_object() && lease.contains("metadata") && lease["metadata"].is_object()
-            ? lease["metadata"].value("name", "")
-            : "";
-    if (name.empty()) {
-      continue;
-    }
-    webhook::Result<std::pair<std::string, std::vector<Claim>>> state = lease_state(lease);
-    std::vector<Claim> live;
-    std::string rv;
-    std::size_t total = 0;
-    if (state) {
-      rv = state->first;
-      total = state->second.size();
-      for (Claim& c : state->second) {
-        if (c.expires > now) {
-          live.push_back(std::move(c));
-        }
-      }
-    } else {
-      rv = lease["metadata"].value("resourceVersion", "");
-      say(LogLevel::kWarning, "claims janitor: Lease " + options_.ns + "/" + name +
-                                  " holds no valid claims (" + state.error().message +
-                                  "): deleting it");
-    }
-    std::string path = collection_path() + "/" + name;
-    webhook::Result<ApiClient::Reply> r = webhook::Error{};
-    {
-      std::lock_guard lock(mu_);
-      ++stats_.writes;
-    }
-    if (live.empty()) {
-      json options = {{"kind", "DeleteOptions"},
-                      {"apiVersion", "v1"},
-                      {"preconditions", {{"resourceVersion", rv}}}};
-      r = api_.send("DELETE", path, options.dump(), "application/json", timeout);
-      if (r && r->status == 200) {
-        std::lock_guard lock(mu_);
-        ++stats_.objects_deleted;
-      }
-    } else if (live.size() < total) {
-      // Rewrite without the expired claims; the group comes from the Lease's own annotation.
-      std::optional<GroupKey> key = lease_group(lease);
-      if (!key) {
-        continue;  // not one of ours, or edited by hand: leave it to expire
-      }
-      r = api_.send("PUT", path, lease_json(*key, live, rv), "application/json", timeout);
-    } else {
-      continue;
-    }
-    // 409 and 404: another replica wrote or deleted it first, which is as good.
-    if (!r) {
-      count_error();
-    } else if (r->status >= 300 && r->status != 404 && r->status != 409) {
-      count_error();
-      say(LogLevel::kWarning,
-          "claims janitor: Lease " + options_.ns + "/" + name + ": " + describe_status(*r));
-    }
-  }
-  // Forget groups whose Lease is gone, unless an admission is using them.
+// The janitor's last step: forgets the groups whose Lease is gone, unless an admission is using
+// them.
+void ClaimStore::forget_idle_groups() {
   std::lock_guard lock(mu_);
   for (auto it = groups_.begin(); it != groups_.end();) {
     bool idle = false;
@@ -864,22 +577,7 @@ bool ClaimStore::sweep() {
     }
     it = idle ? groups_.erase(it) : std::next(it);
   }
-  return true;
 }
-
-void ClaimStore::run(std::stop_token stop) {
-  // The pause between sweeps is real time even when clock_ is a test's: what expired is read
-  // from clock_.
-  SystemClock pause;
-  while (!stop.stop_requested() && !sweep_call_.cancelled()) {
-    if (!pause.sleep_for(options_.sweep_interval, stop)) {
-      return;
-    }
-    sweep();
-  }
-}
-
-void ClaimStore::cancel() { sweep_call_.cancel(); }
 
 ClaimStore::Stats ClaimStore::stats() const {
   std::lock_guard lock(mu_);

@@ -3,7 +3,8 @@
 // (docs/legacy-placement.md, "Shared claims").
 //
 //   kube::ClaimStore claims(api, registry, clock, {.ns = "ray-system", .holder = "webhook-0"},
-//   log); webhook::Result<podpatch::Slot> slot = claims.place(request);  // chosen and written
+//                           log);
+//   webhook::Result<podpatch::Slot> slot = claims.place(request);  // chosen and written
 //   std::jthread janitor([&](std::stop_token st) { claims.run(st); });  // deletes what expired
 //
 // A Pod without KubeRay's index labels gets the lowest free slot of its worker group over two
@@ -42,42 +43,16 @@
 
 #include "base/status/result.h"
 #include "kube/api_client.h"
+#include "kube/claim_lease.h"
 #include "kube/clock.h"
 #include "kube/log.h"
 #include "kube/reflector.h"
 #include "kube/slice_registry.h"
+// webhook_namespace(), replica_identity(): where the claims live and who writes them.
+#include "kube/webhook_namespace.h"
 #include "podpatch/sources.h"
 
 namespace kube {
-
-using WallTime = std::chrono::system_clock::time_point;
-
-// One slot handed out for a Pod the Pod watch may not have shown yet.
-struct Claim {
-  podpatch::Slot slot;
-  WallTime expires{};
-  std::string pod;     // the Pod's generateName (or name)
-  std::string holder;  // the replica that claimed it (its Pod name)
-  std::string id;      // unique per admission: the AdmissionRequest's uid
-
-  friend bool operator==(const Claim&, const Claim&) = default;
-};
-
-// The Lease of a group's claims: "kuberay-tpu-slots-" and 24 hex digits of SHA-256 over the
-// namespace, cluster and group (a valid object name whatever the group is called).
-std::string claim_object_name(const podpatch::GroupKey& key);
-
-// The claims annotation's value: a JSON array of {"replica", "host", "expires" (RFC 3339, UTC,
-// milliseconds), "pod", "holder", "id"}. decode_claims is strict: InvalidArgument naming what is
-// wrong.
-std::string encode_claims(const std::vector<Claim>& claims);
-webhook::Result<std::vector<Claim>> decode_claims(std::string_view text);
-
-inline constexpr std::string_view kClaimsAnnotation = "kuberay-tpu-webhook/claims";
-inline constexpr std::string_view kClaimGroupAnnotation = "kuberay-tpu-webhook/group";
-// The labels every claim Lease carries; the janitor lists by them.
-inline constexpr std::string_view kClaimSelector =
-    "app.kubernetes.io/managed-by=kuberay-tpu-webhook,app.kubernetes.io/component=slot-claims";
 
 struct ClaimStoreOptions {
   std::string ns;                             // the webhook's namespace
@@ -141,6 +116,9 @@ class ClaimStore : public podpatch::SlotAllocator {
  private:
   struct Group;
   struct Write;
+  class Turn;
+  struct Attempts;
+  struct OpenClaims;
   class LeaseFeed : public Sink {
    public:
     explicit LeaseFeed(ClaimStore& store) : store_(store) {}
@@ -155,6 +133,26 @@ class ClaimStore : public podpatch::SlotAllocator {
    private:
     ClaimStore& store_;
   };
+  // place(), step by step (claims.cpp).
+  webhook::Status check_pod_watch();
+  void confirm_shown(Group& g);
+  std::string claim_id(const podpatch::PlaceRequest& request);
+  std::optional<webhook::Result<podpatch::Slot>> attempt(const podpatch::PlaceRequest& request,
+                                                         Group& g, Attempts& a);
+  webhook::Result<podpatch::Slot> choose(const podpatch::PlaceRequest& request, Group& g,
+                                         const OpenClaims& claims);
+  webhook::Error too_many_claims(const podpatch::GroupKey& key, std::size_t live) const;
+  Duration remaining(const Attempts& a) const;
+  void failed(Attempts& a, std::string why);
+  void conflicted(Attempts& a);
+  webhook::Error give_up(const podpatch::GroupKey& key, const Attempts& a);
+  void count_denied();
+  void count_confirmed(Group& g, const std::string& id);
+  // The janitor, step by step (claims_janitor.cpp).
+  std::optional<nlohmann::json> list_claim_leases(Duration timeout);
+  void sweep_lease(const nlohmann::json& lease, WallTime now, Duration timeout);
+  void forget_idle_groups();
+
   void watched(const nlohmann::json& lease, bool deleted);
   void adopt_watched(Group& g);
   std::shared_ptr<Group> group(const podpatch::GroupKey& key);
@@ -180,18 +178,5 @@ class ClaimStore : public podpatch::SlotAllocator {
   std::mt19937_64 rng_{std::random_device{}()};  // conflict pauses
   Stats stats_;
 };
-
-// The webhook's namespace: POD_NAMESPACE, else the service account's namespace file, else
-// `flag`. Returns the namespace and where it came from ("POD_NAMESPACE", the file's path,
-// "--namespace"); FailedPrecondition saying how to set it when all three are empty.
-struct NamespaceSource {
-  std::string ns;
-  std::string origin;
-};
-webhook::Result<NamespaceSource> webhook_namespace(const EnvLookup& env, std::string_view sa_dir,
-                                                   const std::string& flag);
-
-// This replica's name in its claims: POD_NAME, else the host name.
-std::string replica_identity(const EnvLookup& env);
 
 }  // namespace kube

@@ -190,66 +190,7 @@ std::string seconds_text(std::chrono::milliseconds d) {
                                : std::to_string(d.count()) + "ms";
 }
 
-int parse_digits(std::string_view text, std::size_t pos, std::size_t len, bool& ok) {
-  int v = 0;
-  if (pos + len > text.size()) {
-    ok = false;
-    return 0;
-  }
-  for (std::size_t i = pos; i < pos + len; ++i) {
-    if (std::isdigit(static_cast<unsigned char>(text[i])) == 0) {
-      ok = false;
-      return 0;
-    }
-    v = v * 10 + (text[i] - '0');
-  }
-  return v;
-}
-
 }  // namespace
-
-std::optional<Clock::time_point> parse_rfc3339(std::string_view t) {
-  bool ok = t.size() >= 20 && t[4] == '-' && t[7] == '-' && (t[10] == 'T' || t[10] == 't') &&
-            t[13] == ':' && t[16] == ':';
-  std::tm tm{};
-  tm.tm_year = parse_digits(t, 0, 4, ok) - 1900;
-  tm.tm_mon = parse_digits(t, 5, 2, ok) - 1;
-  tm.tm_mday = parse_digits(t, 8, 2, ok);
-  tm.tm_hour = parse_digits(t, 11, 2, ok);
-  tm.tm_min = parse_digits(t, 14, 2, ok);
-  tm.tm_sec = parse_digits(t, 17, 2, ok);
-  if (!ok || tm.tm_mon > 11 || tm.tm_mday < 1 || tm.tm_mday > 31 || tm.tm_hour > 23 ||
-      tm.tm_min > 59 || tm.tm_sec > 60) {
-    return std::nullopt;
-  }
-  std::size_t i = 19;
-  if (i < t.size() && t[i] == '.') {
-    ++i;
-    std::size_t start = i;
-    while (i < t.size() && std::isdigit(static_cast<unsigned char>(t[i])) != 0) {
-      ++i;
-    }
-    if (i == start) {
-      return std::nullopt;
-    }
-  }
-  long offset = 0;
-  std::string_view zone = t.substr(i);
-  if (zone == "Z" || zone == "z") {
-    offset = 0;
-  } else if (zone.size() == 6 && (zone[0] == '+' || zone[0] == '-') && zone[3] == ':') {
-    int h = parse_digits(zone, 1, 2, ok);
-    int m = parse_digits(zone, 4, 2, ok);
-    if (!ok || h > 23 || m > 59) {
-      return std::nullopt;
-    }
-    offset = (zone[0] == '+' ? 1 : -1) * (h * 3600L + m * 60L);
-  } else {
-    return std::nullopt;
-  }
-  std::time_t secs = ::timegm(&tm);
-  return Clock::from_time_t(secs - offset);
-}
 
 json exec_input(const ExecConfig& config, bool interactive) {
   json spec = {{"interactive", interactive}};

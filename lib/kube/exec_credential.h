@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "base/status/result.h"
+#include "kube/rfc3339.h"  // parse_rfc3339: a credential's expirationTimestamp
 
 namespace kube {
 
@@ -75,9 +76,6 @@ webhook::Result<ExecCredential> parse_exec_output(const ExecConfig& config, std:
 
 // Runs the plugin once (fork and exec; its stdout captured, at most 1 MiB) and reads its answer.
 webhook::Result<ExecCredential> run_exec_plugin(const ExecConfig& config);
-
-// RFC 3339 ("2026-12-02T07:00:00Z", fractional seconds and offsets accepted).
-std::optional<std::chrono::system_clock::time_point> parse_rfc3339(std::string_view text);
 
 // A plugin's credential, run on first use and again once it has expired or after a 401.
 // Thread-safe: one run at a time.

@@ -96,13 +96,33 @@ const Reflector* LiveCluster::reflector(std::string_view resource) const {
   return nullptr;
 }
 
+namespace {
+
+void watch_metrics(std::string& out, const std::vector<std::unique_ptr<Reflector>>& reflectors);
+void legacy_metrics(std::string& out, const SliceRegistry::Stats& pods, const ClaimStore::Stats& c);
+
+}  // namespace
+
 std::string LiveCluster::metrics_text() {
-  namespace prom = webhook::prometheus;
   std::string out;
+  watch_metrics(out, reflectors_);
+  if (options_.watch_pods) {
+    SliceRegistry::Stats pods = registry_.stats();
+    legacy_metrics(out, pods, claims_.stats());
+  }
+  return out;
+}
+
+namespace {
+
+namespace prom = webhook::prometheus;
+
+// kuberay_tpu_webhook_kube_*: each family with one sample per watched resource.
+void watch_metrics(std::string& out, const std::vector<std::unique_ptr<Reflector>>& reflectors) {
   auto family = [&](const char* name, const char* type, const char* help, auto value) {
     std::string full = std::string("kuberay_tpu_webhook_kube_") + name;
     prom::family(out, full, type, help);
-    for (const std::unique_ptr<Reflector>& r : reflectors_) {
+    for (const std::unique_ptr<Reflector>& r : reflectors) {
       prom::sample(out, full, "resource=\"" + prom::escape_label(r->resource().name) + "\"",
                    std::to_string(value(*r)));
     }
@@ -138,11 +158,11 @@ std::string LiveCluster::metrics_text() {
            C c = r.counters();
            return c.events.load();
          });
-  if (!options_.watch_pods) {
-    return out;
-  }
-  SliceRegistry::Stats pods = registry_.stats();
-  ClaimStore::Stats c = claims_.stats();
+}
+
+// kuberay_tpu_webhook_legacy_*: the registry's Pods and the claim store's counters.
+void legacy_metrics(std::string& out, const SliceRegistry::Stats& pods,
+                    const ClaimStore::Stats& c) {
   auto gauge = [&](const char* name, const char* type, const char* help, std::uint64_t v) {
     std::string full = std::string("kuberay_tpu_webhook_legacy_") + name;
     prom::family(out, full, type, help);
@@ -172,7 +192,8 @@ std::string LiveCluster::metrics_text() {
         "Claims whose Pod this replica's watch showed on the claimed slot.", c.confirmed);
   gauge("claim_objects_deleted_total", "counter",
         "Claim Leases deleted by the janitor once they held no live claim.", c.objects_deleted);
-  return out;
 }
+
+}  // namespace
 
 }  // namespace kube

@@ -1,18 +1,18 @@
 #pragma once
-// How lib/kube reports what it does: through a callback the caller owns (lib/ never logs through
-// a global logger; main hands in a function that writes to its own logger).
+// How lib/kube reports what it does: a line of text at a level, through the LineLogger the caller
+// owns (base/log/log.h; lib/ never logs through a global logger). The server makes one from its
+// Logger with webhook::line_logger; tests and tools pass a function of their own.
 //
 //   kube::Logger log = [&](kube::LogLevel level, const std::string& line) { ... };
 //   log(kube::LogLevel::kWarning, "pods watch: connection lost; reconnecting in 1.2s");
 
-#include <functional>
-#include <string>
+#include "base/log/log.h"
 
 namespace kube {
 
-enum class LogLevel { kDebug, kInfo, kWarning, kError };
+using LogLevel = webhook::LogLevel;
 
 // Called from the watch threads; must be thread-safe. An empty function drops every line.
-using Logger = std::function<void(LogLevel, const std::string&)>;
+using Logger = webhook::LineLogger;
 
 }  // namespace kube

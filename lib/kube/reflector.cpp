@@ -162,6 +162,18 @@ webhook::Result<WatchEvent> decode_watch_event(std::string_view line) {
   return out;
 }
 
+// What one watch request met, for watch_end to judge.
+struct Reflector::WatchState {
+  explicit WatchState(std::size_t max_line) : lines(max_line) {}
+  LineSplitter lines;
+  webhook::Status body_error;  // what made the body stop: a bad line, an ERROR event
+  bool gone = false;           // an ERROR event with code 410
+  bool connected = false;
+  std::uint64_t seen = 0;  // lines
+  TimePoint started;
+  std::string error_body;
+};
+
 Reflector::WatchEnd Reflector::watch(std::string& resource_version, std::stop_token stop) {
   std::mt19937_64 rng(rng_state_++);
   auto min_s = std::max<std::int64_t>(
@@ -171,73 +183,79 @@ Reflector::WatchEnd Reflector::watch(std::string& resource_version, std::stop_to
       resource_.path + "?labelSelector=" + url_encode(resource_.label_selector) +
       "&watch=1&allowWatchBookmarks=true&resourceVersion=" + url_encode(resource_version) +
       "&timeoutSeconds=" + std::to_string(timeout_s);
-  LineSplitter lines(options_.max_object_bytes);
-  webhook::Status body_error;
-  bool gone = false;
-  bool connected = false;
-  std::uint64_t seen = 0;  // lines
-  TimePoint started = clock_.now();
-  auto on_line = [&](std::string_view line) -> webhook::Status {
-    ++seen;
-    webhook::Result<WatchEvent> ev = decode_watch_event(line);
-    if (!ev) {
-      return ev.error();
-    }
-    switch (ev->kind) {
-      case WatchEvent::Kind::kError:
-        gone = gone || ev->error_code == 410;
-        return webhook::Error{webhook::ErrorCode::kUnavailable,
-                              "ERROR event: " + status_message(ev->object)};
-      case WatchEvent::Kind::kBookmark:
-        ++counters_.bookmarks;
-        break;
-      case WatchEvent::Kind::kObject:
-        sink_.event(ev->type, ev->object);
-        ++counters_.events;
-        break;
-      case WatchEvent::Kind::kOther:
-        break;
-    }
-    if (!ev->resource_version.empty()) {
-      resource_version = std::move(ev->resource_version);
-    }
-    return {};
-  };
-  std::string error_body;
+  WatchState w(options_.max_object_bytes);
+  w.started = clock_.now();
+  auto on_line = [&](std::string_view line) { return watch_line(line, w, resource_version); };
   webhook::Result<int> status = client_.get(
       query,
       [&](std::string_view bytes) {
-        body_error = lines.feed(bytes, on_line);
-        return body_error.ok() && !stop.stop_requested();
+        w.body_error = w.lines.feed(bytes, on_line);
+        return w.body_error.ok() && !stop.stop_requested();
       },
-      Duration(std::chrono::seconds(timeout_s)) + options_.read_slack, call_, &error_body,
+      Duration(std::chrono::seconds(timeout_s)) + options_.read_slack, call_, &w.error_body,
       [&](int code) {
         if (code == 200) {
-          connected = true;
+          w.connected = true;
           sink_.watch_connected(true);
           ++counters_.watches;
         }
       });
-  if (connected) {
+  if (w.connected) {
     sink_.watch_connected(false);
   }
   if (stop.stop_requested()) {
     return WatchEnd::kClosed;
   }
-  if (gone) {
+  return watch_end(w, status, resource_version);
+}
+
+// One line of the watch stream: an event applied to the sink, a bookmark, or an ERROR event
+// (which ends the stream).
+webhook::Status Reflector::watch_line(std::string_view line, WatchState& w,
+                                      std::string& resource_version) {
+  ++w.seen;
+  webhook::Result<WatchEvent> ev = decode_watch_event(line);
+  if (!ev) {
+    return ev.error();
+  }
+  switch (ev->kind) {
+    case WatchEvent::Kind::kError:
+      w.gone = w.gone || ev->error_code == 410;
+      return webhook::Error{webhook::ErrorCode::kUnavailable,
+                            "ERROR event: " + status_message(ev->object)};
+    case WatchEvent::Kind::kBookmark:
+      ++counters_.bookmarks;
+      break;
+    case WatchEvent::Kind::kObject:
+      sink_.event(ev->type, ev->object);
+      ++counters_.events;
+      break;
+    case WatchEvent::Kind::kOther:
+      break;
+  }
+  if (!ev->resource_version.empty()) {
+    resource_version = std::move(ev->resource_version);
+  }
+  return {};
+}
+
+// How a watch that was not stopped ended, counted and logged.
+Reflector::WatchEnd Reflector::watch_end(const WatchState& w, const webhook::Result<int>& status,
+                                         const std::string& resource_version) {
+  if (w.gone) {
     ++counters_.gone;
     log(LogLevel::kInfo,
         "watch: resourceVersion " + resource_version + " is too old (410 Gone); listing again");
     return WatchEnd::kGone;
   }
-  if (!body_error.ok()) {
+  if (!w.body_error.ok()) {
     ++counters_.api_errors;
-    if (body_error.error().code == webhook::ErrorCode::kResourceExhausted) {
+    if (w.body_error.error().code == webhook::ErrorCode::kResourceExhausted) {
       ++counters_.oversized;
-      log(LogLevel::kError, "watch: " + body_error.error().message + "; listing again");
+      log(LogLevel::kError, "watch: " + w.body_error.error().message + "; listing again");
       return WatchEnd::kRelist;
     }
-    log(LogLevel::kWarning, "watch: " + body_error.error().message);
+    log(LogLevel::kWarning, "watch: " + w.body_error.error().message);
     return WatchEnd::kFailed;
   }
   if (!status) {
@@ -252,15 +270,15 @@ Reflector::WatchEnd Reflector::watch(std::string& resource_version, std::stop_to
   }
   if (*status != 200) {
     ++counters_.api_errors;
-    log(LogLevel::kWarning, "watch: " + http_error(*status, error_body));
+    log(LogLevel::kWarning, "watch: " + http_error(*status, w.error_body));
     return WatchEnd::kFailed;
   }
-  if (lines.pending() > 0) {
+  if (w.lines.pending() > 0) {
     ++counters_.api_errors;
     log(LogLevel::kWarning, "watch: the stream ended in the middle of an event");
     return WatchEnd::kFailed;
   }
-  if (seen == 0 && clock_.now() - started < std::chrono::seconds(1)) {
+  if (w.seen == 0 && clock_.now() - w.started < std::chrono::seconds(1)) {
     // As client-go: a watch that ends at once without a line is a failure, not a timeout, or
     // a server answering that way would be asked again in a tight loop.
     ++counters_.api_errors;
@@ -270,69 +288,80 @@ Reflector::WatchEnd Reflector::watch(std::string& resource_version, std::stop_to
   return WatchEnd::kClosed;  // the server's timeoutSeconds: resume from resource_version
 }
 
+// Lists and watches, resuming each watch from the last resourceVersion; lists again after 410
+// Gone or an oversized object, and pauses (with backoff) after failures.
 void Reflector::run(std::stop_token stop) {
-  std::string resource_version;
-  bool need_list = true;
-  auto pause = [&] {
-    Duration d = backoff_.next();
-    log(LogLevel::kInfo, "retrying in " + millis(d));
-    return clock_.sleep_for(d, stop);
-  };
-  int relists_in_a_row = 0;  // without a watch that ran to its timeout in between
+  RunState r;
   while (!stop.stop_requested()) {
-    if (need_list) {
-      if (relists_in_a_row >= 2 && !pause()) {
-        break;  // a server that answers every watch with 410 is not asked in a tight loop
-      }
-      webhook::Result<std::string> rv = list();
-      if (stop.stop_requested()) {
+    if (r.need_list && !relist(r, stop)) {
+      if (stop.stop_requested() || r.stopped) {
         break;
       }
-      if (!rv) {
-        ++counters_.api_errors;
-        if (rv.error().code == webhook::ErrorCode::kResourceExhausted) {
-          ++counters_.oversized;
-        }
-        log(synced() ? LogLevel::kWarning : LogLevel::kError, "list: " + rv.error().message);
-        if (!pause()) {
-          break;
-        }
-        continue;
-      }
-      if (counters_.lists.fetch_add(1) > 0) {
-        ++counters_.relists;
-      }
-      if (!synced()) {
-        log(LogLevel::kInfo, "synced at resourceVersion " + *rv);
-      }
-      synced_.store(true, std::memory_order_release);
-      resource_version = std::move(*rv);
-      need_list = false;
-      if (relists_in_a_row == 0) {
-        backoff_.reset();
-      }
+      continue;
     }
-    switch (watch(resource_version, stop)) {
+    switch (watch(r.resource_version, stop)) {
       case WatchEnd::kClosed:
         backoff_.reset();
-        relists_in_a_row = 0;
+        r.relists_in_a_row = 0;
         break;
       case WatchEnd::kGone:
       case WatchEnd::kRelist:
-        need_list = true;
-        ++relists_in_a_row;
+        r.need_list = true;
+        ++r.relists_in_a_row;
         break;
       case WatchEnd::kFailed:
         if (stop.stop_requested()) {
           break;
         }
         ++counters_.watch_restarts;
-        if (!pause()) {
+        if (!pause(stop)) {
           return;
         }
         break;
     }
   }
+}
+
+// The backoff's next pause, logged; false when `stop` ended it.
+bool Reflector::pause(std::stop_token stop) {
+  Duration d = backoff_.next();
+  log(LogLevel::kInfo, "retrying in " + millis(d));
+  return clock_.sleep_for(d, stop);
+}
+
+// The list before a watch. False when there is no list to watch from: it failed (then paused,
+// r.stopped when the pause was cut short) or `stop` came.
+bool Reflector::relist(RunState& r, std::stop_token stop) {
+  if (r.relists_in_a_row >= 2 && !pause(stop)) {
+    r.stopped = true;  // a server that answers every watch with 410 is not asked in a tight loop
+    return false;
+  }
+  webhook::Result<std::string> rv = list();
+  if (stop.stop_requested()) {
+    return false;
+  }
+  if (!rv) {
+    ++counters_.api_errors;
+    if (rv.error().code == webhook::ErrorCode::kResourceExhausted) {
+      ++counters_.oversized;
+    }
+    log(synced() ? LogLevel::kWarning : LogLevel::kError, "list: " + rv.error().message);
+    r.stopped = !pause(stop);
+    return false;
+  }
+  if (counters_.lists.fetch_add(1) > 0) {
+    ++counters_.relists;
+  }
+  if (!synced()) {
+    log(LogLevel::kInfo, "synced at resourceVersion " + *rv);
+  }
+  synced_.store(true, std::memory_order_release);
+  r.resource_version = std::move(*rv);
+  r.need_list = false;
+  if (r.relists_in_a_row == 0) {
+    backoff_.reset();
+  }
+  return true;
 }
 
 }  // namespace kube

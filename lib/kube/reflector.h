@@ -6,7 +6,8 @@
 // an HTTP status or an ERROR event) or an oversized object starts a fresh list.
 //
 //   kube::Reflector pods(client, {"pods", "/api/v1/pods", kube::kPodSelector}, sink, clock, log,
-//   {}); std::jthread t([&](std::stop_token st) { pods.run(st); });
+//                        {});
+//   std::jthread t([&](std::stop_token st) { pods.run(st); });
 //   ...
 //   t.request_stop(); pods.cancel();    // ends a request in flight at once
 //
@@ -94,10 +95,23 @@ class Reflector {
 
  private:
   enum class WatchEnd { kClosed, kGone, kRelist, kFailed };
+  struct WatchState;
+  // run()'s state between lists and watches.
+  struct RunState {
+    std::string resource_version;
+    bool need_list = true;
+    bool stopped = false;      // a pause was cut short by the stop request
+    int relists_in_a_row = 0;  // without a watch that ran to its timeout in between
+  };
 
+  bool relist(RunState& r, std::stop_token stop);
+  bool pause(std::stop_token stop);
   webhook::Result<std::string> list();
   webhook::Result<std::string> list_once(bool& expired);
   WatchEnd watch(std::string& resource_version, std::stop_token stop);
+  webhook::Status watch_line(std::string_view line, WatchState& w, std::string& resource_version);
+  WatchEnd watch_end(const WatchState& w, const webhook::Result<int>& status,
+                     const std::string& resource_version);
   std::string http_error(int status, const std::string& body) const;
   void log(LogLevel level, const std::string& line) const;
 

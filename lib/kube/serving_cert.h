@@ -3,10 +3,11 @@
 // leaf it signs, generated with OpenSSL (ECDSA P-256, SHA-256 signatures), the checks that say
 // whether a stored pair is still good, and the CA bundle the webhook configurations trust.
 //
-//   kube::CertPolicy policy{.dns_names = kube::service_dns_names("kuberay-tpu-webhook",
-//   "ray-system")}; kube::CertDecision d = kube::decide(stored, policy, now);   // kKeep, kNewLeaf,
-//   kNewCaAndLeaf webhook::Result<kube::ServingSecret> next = kube::issue(d, stored, previous_cas,
-//   policy, now);
+//   kube::CertPolicy policy{
+//       .dns_names = kube::service_dns_names("kuberay-tpu-webhook", "ray-system")};
+//   kube::CertDecision d = kube::decide(stored, policy, now);  // kKeep, kNewLeaf, kNewCaAndLeaf
+//   webhook::Result<kube::ServingSecret> next =
+//       kube::issue(d, stored, previous_cas, policy, now);
 //
 // Nothing here touches the API; kube/cert_manager.h stores the result in a Secret. No function
 // returns or logs key material in an error.

@@ -85,32 +85,16 @@ webhook::Status ListScanner::end_capture() {
   return on_item_(std::move(value));
 }
 
+// One byte of the list: captured when inside the metadata or an item, then read by the scanner.
 webhook::Status ListScanner::feed_char(char c) {
-  if (capture_ != Capture::kNone) {
-    if (buf_.size() >= max_item_) {
-      bool metadata = capture_ == Capture::kMetadata;
-      capture_ = Capture::kNone;
-      std::string().swap(buf_);
-      return too_big(
-          metadata ? "the list's metadata" : "item " + std::to_string(items_) + " of the list",
-          max_item_);
-    }
-    buf_.push_back(c);
+  if (webhook::Status s = capture_char(c); !s) {
+    return s;
   }
   if (in_string_) {
-    if (reading_key_ && key_.size() < kMaxKey && (escape_ || c != '"')) {
-      key_.push_back(c);
-    }
-    if (escape_) {
-      escape_ = false;
-    } else if (c == '\\') {
-      escape_ = true;
-    } else if (c == '"') {
-      in_string_ = false;
-      reading_key_ = false;
-    }
+    string_char(c);
     return {};
   }
+  std::optional<webhook::Status> read;  // nullopt: `c` has no place here
   switch (c) {
     case ' ':
     case '\n':
@@ -118,83 +102,139 @@ webhook::Status ListScanner::feed_char(char c) {
     case '\t':
       return {};
     case '"':
-      if (done_) {
-        break;
-      }
-      in_string_ = true;
-      if (depth_ == 1 && expect_key_) {
-        reading_key_ = true;
-        key_.clear();
-      } else if (depth_ == 2 && in_items_ && capture_ == Capture::kNone) {
-        return webhook::invalid_argument("item " + std::to_string(items_) +
-                                         " of the list is not an object");
-      }
-      return {};
+      read = open_string();
+      break;
     case '{':
     case '[':
-      if (done_ || (depth_ == 0 && c != '{')) {
-        break;
-      }
-      if (depth_ == 1 && !expect_key_) {
-        if (key_ == "metadata" && c == '{') {
-          capture_ = Capture::kMetadata;
-          capture_depth_ = depth_;
-          buf_.assign(1, c);
-        } else if (key_ == "items" && c == '[') {
-          in_items_ = true;
-        }
-      } else if (depth_ == 2 && in_items_ && capture_ == Capture::kNone) {
-        if (c != '{') {
-          return webhook::invalid_argument("item " + std::to_string(items_) +
-                                           " of the list is not an object");
-        }
-        capture_ = Capture::kItem;
-        capture_depth_ = depth_;
-        buf_.assign(1, c);
-      }
-      ++depth_;
-      if (depth_ == 1) {
-        expect_key_ = true;
-      }
-      return {};
+      read = open_value(c);
+      break;
     case '}':
     case ']':
-      if (depth_ == 0) {
-        break;
-      }
-      --depth_;
-      if (capture_ != Capture::kNone && depth_ == capture_depth_) {
-        return end_capture();
-      }
-      if (depth_ == 1 && in_items_) {
-        in_items_ = false;
-      }
-      if (depth_ == 0) {
-        done_ = true;
-      }
-      return {};
+      read = close_value();
+      break;
     case ':':
-      if (depth_ == 1) {
-        expect_key_ = false;
-      }
-      return {};
     case ',':
       if (depth_ == 1) {
-        expect_key_ = true;
+        expect_key_ = c == ',';
       }
       return {};
     default:
-      if (depth_ == 0) {
-        break;
-      }
-      if (depth_ == 2 && in_items_ && capture_ == Capture::kNone) {
-        return webhook::invalid_argument("item " + std::to_string(items_) +
-                                         " of the list is not an object");
-      }
-      return {};
+      read = scalar_char();
+      break;
+  }
+  if (read) {
+    return *read;
   }
   return webhook::invalid_argument("the list response is not a JSON object (unexpected " +
                                    std::string(1, c) + " at byte " + std::to_string(offset_) + ")");
+}
+
+// Keeps `c` in the value being captured, within max_item.
+webhook::Status ListScanner::capture_char(char c) {
+  if (capture_ == Capture::kNone) {
+    return {};
+  }
+  if (buf_.size() >= max_item_) {
+    bool metadata = capture_ == Capture::kMetadata;
+    capture_ = Capture::kNone;
+    std::string().swap(buf_);
+    return too_big(
+        metadata ? "the list's metadata" : "item " + std::to_string(items_) + " of the list",
+        max_item_);
+  }
+  buf_.push_back(c);
+  return {};
+}
+
+// A byte inside a string: kept when the string is a key at depth 1; an unescaped quote ends it.
+void ListScanner::string_char(char c) {
+  if (reading_key_ && key_.size() < kMaxKey && (escape_ || c != '"')) {
+    key_.push_back(c);
+  }
+  if (escape_) {
+    escape_ = false;
+  } else if (c == '\\') {
+    escape_ = true;
+  } else if (c == '"') {
+    in_string_ = false;
+    reading_key_ = false;
+  }
+}
+
+webhook::Status ListScanner::not_an_object() const {
+  return webhook::invalid_argument("item " + std::to_string(items_) +
+                                   " of the list is not an object");
+}
+
+std::optional<webhook::Status> ListScanner::open_string() {
+  if (done_) {
+    return std::nullopt;
+  }
+  in_string_ = true;
+  if (depth_ == 1 && expect_key_) {
+    reading_key_ = true;
+    key_.clear();
+  } else if (depth_ == 2 && in_items_ && capture_ == Capture::kNone) {
+    return not_an_object();
+  }
+  return webhook::Status{};
+}
+
+// `{` or `[`: the list's metadata and each item are captured; "items" opens the items.
+std::optional<webhook::Status> ListScanner::open_value(char c) {
+  if (done_ || (depth_ == 0 && c != '{')) {
+    return std::nullopt;
+  }
+  if (depth_ == 1 && !expect_key_) {
+    if (key_ == "metadata" && c == '{') {
+      capture_ = Capture::kMetadata;
+      capture_depth_ = depth_;
+      buf_.assign(1, c);
+    } else if (key_ == "items" && c == '[') {
+      in_items_ = true;
+    }
+  } else if (depth_ == 2 && in_items_ && capture_ == Capture::kNone) {
+    if (c != '{') {
+      return not_an_object();
+    }
+    capture_ = Capture::kItem;
+    capture_depth_ = depth_;
+    buf_.assign(1, c);
+  }
+  ++depth_;
+  if (depth_ == 1) {
+    expect_key_ = true;
+  }
+  return webhook::Status{};
+}
+
+// `}` or `]`: ends a capture, the items, or the list.
+std::optional<webhook::Status> ListScanner::close_value() {
+  if (depth_ == 0) {
+    return std::nullopt;
+  }
+  --depth_;
+  if (capture_ != Capture::kNone && depth_ == capture_depth_) {
+    return end_capture();
+  }
+  if (depth_ == 1 && in_items_) {
+    in_items_ = false;
+  }
+  if (depth_ == 0) {
+    done_ = true;
+  }
+  return webhook::Status{};
+}
+
+// Any other byte: part of a number, true, false or null; never an item.
+std::optional<webhook::Status> ListScanner::scalar_char() const {
+  if (depth_ == 0) {
+    return std::nullopt;
+  }
+  if (depth_ == 2 && in_items_ && capture_ == Capture::kNone) {
+    return not_an_object();
+  }
+  return webhook::Status{};
 }
 
 }  // namespace kube

@@ -5,9 +5,12 @@
 // lists from its watch cache without honouring `limit` — and 10,000 Pods are ~10 MiB of JSON. The
 // ListScanner cuts each element of "items" out of the byte stream and parses that element alone:
 //
-//   kube::ListScanner scan(4 << 20, [&](nlohmann::json item) { store(item); return
-//   webhook::Status(); }); for (chunk : body) if (auto s = scan.feed(chunk); !s) return s;   //
-//   ResourceExhausted: too big if (auto s = scan.finish(); !s) return s; // truncated body
+//   kube::ListScanner scan(4 << 20, [&](nlohmann::json item) {
+//     store(item);
+//     return webhook::Status();
+//   });
+//   for (chunk : body) if (auto s = scan.feed(chunk); !s) return s;  // ResourceExhausted: too big
+//   if (auto s = scan.finish(); !s) return s;                         // truncated body
 //   scan.resource_version(); scan.continue_token();
 //
 // A watch is JSON lines (`{"type":"ADDED","object":{...}}\n`); LineSplitter yields each line:
@@ -21,6 +24,7 @@
 #include <cstddef>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -65,6 +69,13 @@ class ListScanner {
  private:
   enum class Capture { kNone, kMetadata, kItem };
   webhook::Status feed_char(char c);
+  webhook::Status capture_char(char c);
+  void string_char(char c);
+  std::optional<webhook::Status> open_string();
+  std::optional<webhook::Status> open_value(char c);
+  std::optional<webhook::Status> close_value();
+  std::optional<webhook::Status> scalar_char() const;
+  webhook::Status not_an_object() const;
   webhook::Status end_capture();
 
   std::size_t max_item_;

@@ -11,6 +11,7 @@
 #include "base/encoding/base64.h"
 #include "base/flags/flags.h"
 #include "base/text/numbers.h"
+#include "base/text/quantity.h"
 #include "base/text/text.h"
 
 #ifndef WEBHOOK_VERSION
@@ -150,9 +151,9 @@ Flag<Flags> memory_flag() {
               "the container's memory limit, such as 256Mi; requests in flight hold at most "
               "three quarters of it (default: the cgroup's limit, else 256Mi)",
           .apply = [](Flags& f, std::string_view v) -> webhook::Status {
-            webhook::Result<std::uint64_t> n = parse_byte_quantity(v);
+            std::optional<std::uint64_t> n = webhook::parse_byte_count(v);
             if (!n) {
-              return n.error();
+              return invalid_argument("expected a byte count such as 268435456 or 256Mi");
             }
             if (*n < kMinMemoryLimit) {
               return invalid_argument("must be at least 32Mi");
@@ -323,27 +324,6 @@ std::string ListenAddress::text() const {
   return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
 }
 
-webhook::Result<std::uint64_t> parse_byte_quantity(std::string_view text) {
-  static const std::pair<std::string_view, std::uint64_t> kSuffixes[] = {
-      {"Ki", 1ULL << 10}, {"Mi", 1ULL << 20}, {"Gi", 1ULL << 30},     {"Ti", 1ULL << 40},
-      {"k", 1000ULL},     {"M", 1000'000ULL}, {"G", 1000'000'000ULL}, {"T", 1000'000'000'000ULL},
-  };
-  std::uint64_t scale = 1;
-  std::string_view digits = text;
-  for (const auto& [suffix, factor] : kSuffixes) {
-    if (text.ends_with(suffix)) {
-      scale = factor;
-      digits = text.substr(0, text.size() - suffix.size());
-      break;
-    }
-  }
-  std::optional<std::int64_t> n = webhook::parse_non_negative(digits);
-  if (!n || static_cast<std::uint64_t>(*n) > std::numeric_limits<std::uint64_t>::max() / scale) {
-    return invalid_argument("expected a byte count such as 268435456 or 256Mi");
-  }
-  return static_cast<std::uint64_t>(*n) * scale;
-}
-
 webhook::Result<ListenAddress> parse_listen_address(std::string_view text) {
   std::size_t colon = text.rfind(':');
   if (colon == std::string_view::npos) {
@@ -365,8 +345,74 @@ webhook::Result<ListenAddress> parse_listen_address(std::string_view text) {
   return ListenAddress{std::string(host), static_cast<int>(*port)};
 }
 
-// Go's duration grammar in one pass; off the request path, so longer than 60 lines.
-// NOLINTNEXTLINE(readability-function-size)
+namespace {
+
+bool is_number_char(char c) { return (c >= '0' && c <= '9') || c == '.'; }
+
+// The value of a decimal number such as "1.5" (digits with at most one point).
+long double decimal_value(std::string_view number) {
+  long double value = 0;
+  long double fraction = 0.1L;
+  bool after_point = false;
+  for (char c : number) {
+    if (c == '.') {
+      after_point = true;
+    } else if (after_point) {
+      value += (c - '0') * fraction;
+      fraction /= 10;
+    } else {
+      value = value * 10 + (c - '0');
+    }
+  }
+  return value;
+}
+
+// The nanoseconds of one unit of Go's duration grammar; nullptr when `unit` is none.
+const double* unit_scale(std::string_view unit) {
+  static const std::pair<std::string_view, double> kUnits[] = {
+      {"ns", 1.0}, {"us", 1e3}, {"\xC2\xB5s", 1e3}, {"\xCE\xBCs", 1e3},
+      {"ms", 1e6}, {"s", 1e9},  {"m", 60e9},        {"h", 3600e9},
+  };
+  const double* scale = nullptr;
+  for (const auto& [name, factor] : kUnits) {
+    if (name == unit) {
+      scale = &factor;
+    }
+  }
+  return scale;
+}
+
+// The nanoseconds of the number and unit at text[i...] ("1.5h"), moving i past them.
+webhook::Result<long double> duration_term(std::string_view text, std::size_t& i) {
+  std::size_t start = i;
+  while (i < text.size() && is_number_char(text[i])) {
+    ++i;
+  }
+  std::string_view number = text.substr(start, i - start);
+  if (number.empty() || number == "." || number.find('.') != number.rfind('.')) {
+    return invalid_argument(
+        "expected a number followed by a unit (ns, us, ms, s, m, h), "
+        "such as 15s or 1m30s");
+  }
+  std::size_t unit_start = i;
+  while (i < text.size() && !is_number_char(text[i])) {
+    ++i;
+  }
+  std::string_view unit = text.substr(unit_start, i - unit_start);
+  if (unit.empty()) {
+    return invalid_argument("missing unit; expected such as " + std::string(number) + "s");
+  }
+  const double* scale = unit_scale(unit);
+  if (scale == nullptr) {
+    return invalid_argument("unknown unit " + webhook::quote(unit) +
+                            "; expected ns, us, ms, s, m or h");
+  }
+  return decimal_value(number) * static_cast<long double>(*scale);
+}
+
+}  // namespace
+
+// Go's duration grammar: terms of a number and a unit, summed.
 webhook::Result<std::chrono::nanoseconds> parse_duration(std::string_view text) {
   if (text == "0") {
     return std::chrono::nanoseconds(0);
@@ -377,55 +423,14 @@ webhook::Result<std::chrono::nanoseconds> parse_duration(std::string_view text) 
   if (text.front() == '-' || text.front() == '+') {
     return invalid_argument("a duration has no sign; expected such as 15s");
   }
-  static const std::pair<std::string_view, double> kUnits[] = {
-      {"ns", 1.0}, {"us", 1e3}, {"\xC2\xB5s", 1e3}, {"\xCE\xBCs", 1e3},
-      {"ms", 1e6}, {"s", 1e9},  {"m", 60e9},        {"h", 3600e9},
-  };
   long double total = 0;
   std::size_t i = 0;
   while (i < text.size()) {
-    std::size_t start = i;
-    while (i < text.size() && ((text[i] >= '0' && text[i] <= '9') || text[i] == '.')) {
-      ++i;
+    webhook::Result<long double> term = duration_term(text, i);
+    if (!term) {
+      return term.error();
     }
-    std::string_view number = text.substr(start, i - start);
-    if (number.empty() || number == "." || number.find('.') != number.rfind('.')) {
-      return invalid_argument(
-          "expected a number followed by a unit (ns, us, ms, s, m, h), "
-          "such as 15s or 1m30s");
-    }
-    std::size_t unit_start = i;
-    while (i < text.size() && !((text[i] >= '0' && text[i] <= '9') || text[i] == '.')) {
-      ++i;
-    }
-    std::string_view unit = text.substr(unit_start, i - unit_start);
-    if (unit.empty()) {
-      return invalid_argument("missing unit; expected such as " + std::string(number) + "s");
-    }
-    const double* scale = nullptr;
-    for (const auto& [name, factor] : kUnits) {
-      if (name == unit) {
-        scale = &factor;
-      }
-    }
-    if (scale == nullptr) {
-      return invalid_argument("unknown unit " + webhook::quote(unit) +
-                              "; expected ns, us, ms, s, m or h");
-    }
-    long double value = 0;
-    long double fraction = 0.1L;
-    bool after_point = false;
-    for (char c : number) {
-      if (c == '.') {
-        after_point = true;
-      } else if (after_point) {
-        value += (c - '0') * fraction;
-        fraction /= 10;
-      } else {
-        value = value * 10 + (c - '0');
-      }
-    }
-    total += value * static_cast<long double>(*scale);
+    total += *term;
     if (total > static_cast<long double>(std::numeric_limits<std::int64_t>::max())) {
       return invalid_argument("duration too long");
     }

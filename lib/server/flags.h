@@ -3,8 +3,11 @@
 // two dashes), keeping the Go webhook's names so the binary is a drop-in.
 //
 //   webhook::Result<server::Flags> flags = server::parse_flags({"--bind-address=:9443", "--v=2"});
-//   if (!flags) { std::cerr << "kuberay-tpu-webhook: " << flags.error().message << "\n"; return 2;
-//   } if (flags->help) { std::cout << server::usage(); return 0; }
+//   if (!flags) {
+//     std::cerr << "kuberay-tpu-webhook: " << flags.error().message << "\n";
+//     return 2;
+//   }
+//   if (flags->help) { std::cout << server::usage(); return 0; }
 //
 // Every bad flag or value is one InvalidArgument whose message is one line naming the flag, the
 // value and what is expected.
@@ -93,10 +96,6 @@ webhook::Result<Flags> parse_flags(const std::vector<std::string>& args);
 // Parses a Go duration such as "15s", "1m30s", "250ms" or "1.5h" (units ns, us, µs, ms, s, m,
 // h; "0" needs none). InvalidArgument for a missing unit, an unknown unit, a sign or overflow.
 webhook::Result<std::chrono::nanoseconds> parse_duration(std::string_view text);
-
-// Parses a byte quantity: "268435456", or Kubernetes suffixes Ki, Mi, Gi, Ti (1024-based) and
-// k, M, G, T (1000-based), such as "256Mi". InvalidArgument for anything else or overflow.
-webhook::Result<std::uint64_t> parse_byte_quantity(std::string_view text);
 
 // Parses ":9443", "host:9443", "[::1]:9443". InvalidArgument for a missing or bad port.
 webhook::Result<ListenAddress> parse_listen_address(std::string_view text);

@@ -254,32 +254,28 @@ std::string Log::render(std::string_view msg, std::span<const LogField> fields) 
   return out;
 }
 
-void Log::write(spdlog::level::level_enum level, std::string_view msg,
-                std::span<const LogField> fields) const {
-  if (!logger_->should_log(level)) {
+void Log::write(LogLevel level, std::string_view msg, std::span<const LogField> fields) const {
+  spdlog::level::level_enum to = spdlog::level::info;
+  switch (level) {
+    case LogLevel::kDebug:
+      to = spdlog::level::debug;
+      break;
+    case LogLevel::kInfo:
+      break;
+    case LogLevel::kWarning:
+      to = spdlog::level::warn;
+      break;
+    case LogLevel::kError:
+      to = spdlog::level::err;
+      break;
+  }
+  if (!logger_->should_log(to)) {
     return;
   }
   std::string body = render(msg, fields);
-  logger_->log(level, spdlog::string_view_t(body.data(), body.size()));
+  logger_->log(to, spdlog::string_view_t(body.data(), body.size()));
 }
 
-void Log::info(std::string_view msg, std::initializer_list<LogField> fields) const {
-  write(spdlog::level::info, msg, fields);
-}
-void Log::info(std::string_view msg, std::span<const LogField> fields) const {
-  write(spdlog::level::info, msg, fields);
-}
-void Log::warn(std::string_view msg, std::initializer_list<LogField> fields) const {
-  write(spdlog::level::warn, msg, fields);
-}
-void Log::error(std::string_view msg, std::initializer_list<LogField> fields) const {
-  write(spdlog::level::err, msg, fields);
-}
-void Log::debug(int v, std::string_view msg, std::initializer_list<LogField> fields) const {
-  if (enabled(v)) {
-    write(spdlog::level::debug, msg, fields);
-  }
-}
 void Log::flush() const { logger_->flush(); }
 
 std::unique_ptr<spdlog::formatter> make_log_formatter(LogFormat format) {

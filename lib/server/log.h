@@ -6,8 +6,8 @@
 //   auto logger = server::make_stderr_logger(server::LogFormat::kJson);
 //   server::Log log(logger, server::LogFormat::kJson, /*verbosity=*/0);
 //   log.info("admission", {{"uid", uid}, {"latency_us", 143}});
-//   //
-//   {"time":"2025-05-20T10:00:00.123456Z","severity":"INFO","level":"info","msg":"admission","uid":"...","latency_us":143}
+//   // json: {"time":"2025-05-20T10:00:00.123456Z","severity":"INFO","level":"info",
+//   //        "msg":"admission","uid":"...","latency_us":143}   (one line)
 //   // text: 2025-05-20T10:00:00.123456Z I admission uid=... latency_us=143
 //
 // A JSON line's `severity` is Cloud Logging's LogSeverity name for its level (DEBUG, INFO,
@@ -26,13 +26,12 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <initializer_list>
 #include <memory>
 #include <span>
 #include <string>
 #include <string_view>
-#include <variant>
 
+#include "base/log/log.h"
 #include "server/flags.h"
 
 namespace server {
@@ -41,43 +40,26 @@ namespace server {
 // quotes and the cut mark aside).
 inline constexpr std::size_t kMaxLogValueBytes = 1024;
 
-struct LogField {
-  LogField(std::string_view k, std::string_view v) : key(k), value(v) {}
-  LogField(std::string_view k, const char* v) : key(k), value(std::string_view(v)) {}
-  LogField(std::string_view k, const std::string& v) : key(k), value(std::string_view(v)) {}
-  LogField(std::string_view k, std::int64_t v) : key(k), value(v) {}
-  LogField(std::string_view k, int v) : key(k), value(std::int64_t{v}) {}
-  LogField(std::string_view k, std::uint64_t v) : key(k), value(static_cast<std::int64_t>(v)) {}
-  LogField(std::string_view k, bool v) : key(k), value(v) {}
+using LogField = webhook::LogField;
+using LogLevel = webhook::LogLevel;
 
-  std::string_view key;
-  std::variant<std::string_view, std::int64_t, bool> value;
-};
-
-class Log {
+// The process's Logger (base/log/log.h): info, warn, error, debug(v) and flush are its.
+class Log : public webhook::Logger {
  public:
   // `verbosity` is --v: debug(v, ...) lines with v above it are dropped.
   Log(std::shared_ptr<spdlog::logger> logger, LogFormat format, int verbosity);
 
-  bool enabled(int v) const { return v <= verbosity_; }
-  void info(std::string_view msg, std::initializer_list<LogField> fields = {}) const;
-  void info(std::string_view msg, std::span<const LogField> fields) const;
-  void warn(std::string_view msg, std::initializer_list<LogField> fields = {}) const;
-  void error(std::string_view msg, std::initializer_list<LogField> fields = {}) const;
-  // Logged at debug level (text `D`, JSON severity DEBUG) when v <= --v; the logger's own level
-  // must let debug lines through (make_stderr_logger's does: --v alone decides).
-  void debug(int v, std::string_view msg, std::initializer_list<LogField> fields = {}) const;
-  // Writes buffered lines out.
-  void flush() const;
+  bool enabled(int v) const override { return v <= verbosity_; }
+  // A debug line is written at debug level (text `D`, JSON severity DEBUG); the spdlog logger's
+  // own level must let debug lines through (make_stderr_logger's does: --v alone decides).
+  void write(LogLevel level, std::string_view msg, std::span<const LogField> fields) const override;
+  void flush() const override;
 
   // The line body (without time and level) for `msg` and `fields` in this log's format: text
   // `msg k=v k="v w"`, or JSON members `"msg":"...","k":"v"`. Exposed for tests.
   std::string render(std::string_view msg, std::span<const LogField> fields) const;
 
  private:
-  void write(spdlog::level::level_enum level, std::string_view msg,
-             std::span<const LogField> fields) const;
-
   std::shared_ptr<spdlog::logger> logger_;
   LogFormat format_;
   int verbosity_;

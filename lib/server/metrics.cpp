@@ -182,13 +182,21 @@ void Metrics::connection_opened() {
 }
 void Metrics::connection_closed() { connections_open_.fetch_sub(1, std::memory_order_relaxed); }
 
-// One family after another; /metrics is off the request path, so longer than 60 lines.
-// NOLINTNEXTLINE(readability-function-size)
+// One family after another.
 std::string Metrics::render() const {
   std::string out;
   out.reserve(8192);
-  const Webhook all[] = {Webhook::kMutate, Webhook::kValidate, Webhook::kOther};
+  render_requests(out);
+  render_denials(out);
+  render_events(out);
+  render_state(out);
+  process_metrics(out);
+  return out;
+}
 
+// Requests by code, their latency and those in flight.
+void Metrics::render_requests(std::string& out) const {
+  const Webhook all[] = {Webhook::kMutate, Webhook::kValidate, Webhook::kOther};
   std::string name = full("requests_total");
   family(out, name, "counter",
          "Admission requests by webhook (mutate, validate, other paths) and code: the "
@@ -228,8 +236,11 @@ std::string Metrics::render() const {
     sample(out, name, "webhook=\"" + std::string(webhook_name(w)) + "\"",
            std::to_string(in_flight_[static_cast<std::size_t>(w)].load()));
   }
+}
 
-  name = full("denials_total");
+void Metrics::render_denials(std::string& out) const {
+  const Webhook all[] = {Webhook::kMutate, Webhook::kValidate, Webhook::kOther};
+  std::string name = full("denials_total");
   family(out, name, "counter",
          "Admission requests answered allowed: false, by webhook and reason.");
   for (const ReasonSlot& slot : reasons_) {
@@ -247,8 +258,11 @@ std::string Metrics::render() const {
              std::to_string(v));
     }
   }
+}
 
-  name = full("placements_total");
+// Placements, omitted variables and certificate reloads.
+void Metrics::render_events(std::string& out) const {
+  std::string name = full("placements_total");
   family(out, name, "counter",
          "Worker Pods placed, by path: labels (KubeRay's index labels, stateless) or legacy "
          "(from the cluster's existing Pods).");
@@ -268,8 +282,11 @@ std::string Metrics::render() const {
          "keeps the previous certificate).");
   sample(out, name, "result=\"success\"", std::to_string(reloads_ok_.load()));
   sample(out, name, "result=\"failure\"", std::to_string(reloads_failed_.load()));
+}
 
-  name = full("tls_certificate_expiry_timestamp_seconds");
+// The certificate's expiry, readiness, connections and the build.
+void Metrics::render_state(std::string& out) const {
+  std::string name = full("tls_certificate_expiry_timestamp_seconds");
   family(out, name, "gauge",
          "notAfter of the served certificate, in seconds since the Unix epoch.");
   sample(out, name, "", std::to_string(cert_expiry_.load()));
@@ -288,9 +305,6 @@ std::string Metrics::render() const {
   name = full("build_info");
   family(out, name, "gauge", "Always 1; the version label is the binary's version.");
   sample(out, name, "version=\"" + escape_label(WEBHOOK_VERSION) + "\"", "1");
-
-  process_metrics(out);
-  return out;
 }
 
 }  // namespace server

@@ -59,6 +59,12 @@ class Metrics {
   std::string render() const;
 
  private:
+  // render(), family by family.
+  void render_requests(std::string& out) const;
+  void render_denials(std::string& out) const;
+  void render_events(std::string& out) const;
+  void render_state(std::string& out) const;
+
   // Every status the server itself sends (the framing layer's included), and 0 for any other.
   static constexpr std::array<int, 18> kCodes = {200, 400, 403, 404, 405, 408, 409, 413, 414,
                                                  415, 417, 422, 431, 500, 501, 503, 505, 0};

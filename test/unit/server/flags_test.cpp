@@ -152,6 +152,25 @@ TEST_CASE("bad flags and values are one line naming the flag", "[flags]") {
   CHECK_THAT(message, Catch::Contains(expected));
 }
 
+TEST_CASE("the memory limit flag takes a byte count, at least 32Mi", "[flags]") {
+  CHECK(parse_ok({}).memory_limit == 0);  // 0: the cgroup's limit decides
+  CHECK(parse_ok({"--memory-limit=256Mi"}).memory_limit == 268435456);
+  CHECK(parse_ok({"--memory-limit=1Gi"}).memory_limit == 1073741824);
+  CHECK(parse_ok({"--memory-limit=33554432"}).memory_limit == 33554432);
+  CHECK(parse_ok({"--memory-limit=34M"}).memory_limit == 34000000);
+  auto [args, expected] = GENERATE(table<std::vector<std::string>, std::string>({
+      {{"--memory-limit=33554431"}, "--memory-limit=33554431: must be at least 32Mi"},
+      {{"--memory-limit=31Mi"}, "must be at least 32Mi"},
+      {{"--memory-limit=1.5Gi"}, "expected a byte count such as 268435456 or 256Mi"},
+      {{"--memory-limit=1Pi"}, "expected a byte count"},
+      {{"--memory-limit=256MiB"}, "expected a byte count"},
+      {{"--memory-limit=-1"}, "expected a byte count"},
+      {{"--memory-limit=16777216Ti"}, "expected a byte count"},
+  }));
+  CAPTURE(args);
+  CHECK_THAT(parse_error(args), Catch::Contains(expected));
+}
+
 TEST_CASE("a private key is never echoed in an error", "[flags]") {
   std::string message = parse_error({"--server-key=c2VjcmV0LWtleS1ieXRlcw"});  // not PEM
   CHECK(message.find("c2VjcmV0") == std::string::npos);

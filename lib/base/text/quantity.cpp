@@ -1,4 +1,4 @@
-#include "dryrun/quantity.h"
+#include "base/text/quantity.h"
 
 #include <algorithm>
 #include <array>
@@ -6,7 +6,9 @@
 #include <limits>
 #include <system_error>
 
-namespace dryrun {
+#include "base/text/numbers.h"
+
+namespace webhook {
 namespace {
 
 constexpr std::size_t kMaxDigits = 1000;
@@ -105,11 +107,13 @@ std::optional<Suffix> interpret_suffix(std::string_view s) {
 }
 
 // The number's parts as Kubernetes' scanner splits them: the integer digits without leading
-// zeros ("0" when none are left), the fraction digits, and whether any digit was written.
+// zeros ("0" when none are left), the fraction digits, whether any digit or a point was written,
+// and the suffix after them.
 struct Number {
   std::string num;
   std::string denom;
   bool has_digit = false;
+  bool has_point = false;
   std::string_view suffix;
 };
 
@@ -127,6 +131,7 @@ Number split_number(std::string_view text) {
   n.num = pos == start ? "0" : std::string(text.substr(start, pos - start));
   n.has_digit = n.has_digit || pos > start;
   if (pos < text.size() && text[pos] == '.') {
+    n.has_point = true;
     start = ++pos;
     while (pos < text.size() && is_digit(text[pos])) {
       ++pos;
@@ -283,4 +288,27 @@ double go_pow10(int n) {
   return n > 0 ? std::numeric_limits<double>::infinity() : 0.0;
 }
 
-}  // namespace dryrun
+std::optional<std::uint64_t> parse_byte_count(std::string_view text) {
+  static constexpr std::array<std::string_view, 9> kByteSuffixes{"",   "k",  "M",  "G", "T",
+                                                                 "Ki", "Mi", "Gi", "Ti"};
+  Number n = split_number(text);
+  if (!n.has_digit || n.has_point ||
+      std::find(kByteSuffixes.begin(), kByteSuffixes.end(), n.suffix) == kByteSuffixes.end()) {
+    return std::nullopt;
+  }
+  std::optional<Suffix> suffix = interpret_suffix(n.suffix);
+  std::optional<std::int64_t> count = parse_non_negative(n.num);
+  if (!suffix || !count) {
+    return std::nullopt;
+  }
+  std::uint64_t factor = 1;
+  for (int i = 0; i < suffix->exponent; ++i) {
+    factor *= static_cast<std::uint64_t>(suffix->base);
+  }
+  if (static_cast<std::uint64_t>(*count) > std::numeric_limits<std::uint64_t>::max() / factor) {
+    return std::nullopt;
+  }
+  return static_cast<std::uint64_t>(*count) * factor;
+}
+
+}  // namespace webhook
