@@ -22,7 +22,8 @@ done
 
 build_packages=(
   cmake g++ make pkg-config git ca-certificates
-  libcpp-httplib-dev nlohmann-json3-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libssl-dev
+  libasio-dev libcpp-httplib-dev nlohmann-json3-dev libyaml-cpp-dev libspdlog-dev libfmt-dev
+  libssl-dev
   zlib1g-dev libbrotli-dev libjemalloc-dev libsimdjson-dev catch2
 )
 test_packages=(

@@ -4,9 +4,7 @@
 
 #include "base/json/access.h"
 #include "base/json/write.h"
-#include "base/memory/reserve.h"
 #include "base/text/text.h"
-#include "base/thread/blocking.h"
 #include "podpatch/affinity.h"
 #include "podpatch/env.h"
 #include "podpatch/keys.h"
@@ -100,46 +98,6 @@ std::string legacy_warning(const podpatch::Slot& slot) {
          "KubeRay's RayMultiHostIndexing feature gate (KubeRay >= 1.5) for stateless placement";
 }
 
-// What the answer will list (the inputs of answer_memory_bound), from the slice, the Pod's TPU
-// containers and the names the hostnames are made of.
-AnswerShape answer_shape(const PodView& view, const PodFacts& facts, const PodNames& names) {
-  const topology::Slice& slice = facts.slice;
-  AnswerShape s;
-  s.hosts = static_cast<std::size_t>(slice.hosts());
-  s.devices = static_cast<std::size_t>(slice.total_devices());
-  s.tpu_containers = view.tpu_containers().size();
-  s.tpu7x = slice.tpu7x();
-  s.group_bytes = view.label(keys::kGroupLabel).value_or("").size();
-  s.service_bytes = names.service.size();
-  for (const podpatch::TpuContainer& t : view.tpu_containers()) {
-    std::optional<std::string_view> literal =
-        podpatch::env_literal(view.container(t.index), keys::kWorkerHostnames);
-    if (std::size_t count = literal ? topology::list_size(*literal) : 0; count > 0) {
-      s.literal_entry_bytes =
-          std::max(s.literal_entry_bytes, (literal->size() + 1 + count - 1) / count);
-    }
-  }
-  return s;
-}
-
-// Stage "reserve": the heap the answer takes beyond what every request is granted, asked of the
-// server before it is built (a no-op outside the server). 503 when it stays unavailable.
-webhook::Status reserve_answer(const PodView& view, const PodFacts& facts, const PodNames& names) {
-  constexpr std::size_t kGrantedBytes = std::size_t{64} << 10;  // granted whatever the body
-  std::size_t bytes = answer_memory_bound(answer_shape(view, facts, names));
-  if (bytes <= kGrantedBytes || webhook::memory::reserve(bytes)) {
-    return {};
-  }
-  constexpr std::size_t kMiB = std::size_t{1} << 20;
-  return webhook::Error{webhook::ErrorCode::kUnavailable,
-                        "the webhook is busy: the answer for this " +
-                            std::to_string(facts.slice.chips()) + "-chip slice needs about " +
-                            std::to_string((bytes + kMiB - 1) / kMiB) +
-                            " MiB of its in-flight memory budget (three quarters of "
-                            "--memory-limit), which stayed full; retry, or raise --memory-limit",
-                        reasons::kServerBusy};
-}
-
 }  // namespace
 
 // Stage "names": the live headless Service wins over the one KubeRay's version would create
@@ -198,9 +156,6 @@ webhook::Result<PodPlacement> Handler::choose_placement(const Request& req, cons
     out.placement = *own;
     return out;
   }
-  // Legacy placement may wait for the API server: the server's worker lets others answer the
-  // requests it took with this one meanwhile.
-  webhook::blocking::about_to_block();
   webhook::Result<podpatch::Slot> slot = pods_.place(podpatch::PlaceRequest{
       facts.key, facts.slice.hosts(), req.dry_run, view.display_name(), req.uid});
   if (!slot) {
@@ -212,7 +167,7 @@ webhook::Result<PodPlacement> Handler::choose_placement(const Request& req, cons
   return out;
 }
 
-// Stages facts -> names -> placement -> reserve -> plan -> patch, for a Pod this webhook
+// Stages facts -> names -> placement -> plan -> patch, for a Pod this webhook
 // mutates.
 webhook::Result<Response> Handler::mutate_tpu_pod(const Request& req, PodDecision& d) const {
   ASSIGN_OR_RETURN(d.view, read_pod(req.object));
@@ -223,7 +178,6 @@ webhook::Result<Response> Handler::mutate_tpu_pod(const Request& req, PodDecisio
   ASSIGN_OR_RETURN(d.facts, read_facts(view, req.ns));
   ASSIGN_OR_RETURN(d.names, choose_names(*d.facts, view));
   ASSIGN_OR_RETURN(d.placement, choose_placement(req, view, *d.facts));
-  RETURN_IF_ERROR(reserve_answer(view, *d.facts, *d.names));
 
   const Placement& placed = d.placement->placement;
   podpatch::MutationPlan plan;

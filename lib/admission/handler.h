@@ -11,9 +11,8 @@
 //   for (const std::string& line : admission::explain(why)) ...
 //
 // A TPU Pod goes through named stages, each a function returning a webhook::Result: facts (M2)
-// -> names (the headless Service and DNS labels) -> placement (M4 topology key, M3 slot) ->
-// reserve (the memory of a large slice's answer, admission::answer_memory_bound) -> plan (the
-// changes, podpatch::plan_mutation) -> patch (their JSON Patch text, podpatch::write_patch). A
+// -> names (the headless Service and DNS labels) -> placement (M4 topology key, M3 slot) -> plan
+// (the changes, podpatch::plan_mutation) -> patch (their JSON Patch text, podpatch::write_patch). A
 // failing stage's Error (with its reason, podpatch/reasons.h) becomes the denial. Thread-safe when
 // the sources are: the Handler itself holds no mutable state.
 

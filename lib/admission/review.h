@@ -92,9 +92,8 @@ constexpr std::size_t answer_host_entry_bytes(const AnswerShape& s) {
 // TORCH_TPU_SLICEBUILDER_ADDRESSES (one address per device, at most one environment string:
 // longer, it is left out, spec M8.2), kAnswerListCopies times, plus the
 // lists and host names the mutation computes once. A few KiB for an ordinary slice (a v6e 4x4,
-// a TPU7x 2x2x2), tens of MiB for the largest: the Handler reserves it
-// (webhook::memory::reserve) before building the answer when it exceeds the 64 KiB every
-// request is granted whatever its body (docs/server.md).
+// a TPU7x 2x2x2), tens of MiB for the largest. The server does not charge it to the in-flight
+// budget; its handler pool bounds how many answers are built at once (docs/server.md).
 constexpr std::size_t answer_memory_bound(const AnswerShape& s) {
   const std::size_t entry = answer_host_entry_bytes(s);
   const std::size_t address = entry + 13;

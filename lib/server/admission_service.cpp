@@ -81,11 +81,6 @@ webhook::Status AdmissionService::check_envelope(const HttpRequestView& request)
     return webhook::Error{ErrorCode::kDeadlineExceeded, std::string(kReadTimeoutMessage),
                           reasons::kRequestTimeout};
   }
-  if (request.incomplete) {
-    return webhook::Error{ErrorCode::kInvalidArgument,
-                          "request body ended before its declared length",
-                          reasons::kMalformedRequest};
-  }
   if (!is_json_content_type(request.content_type)) {
     std::string given = request.content_type.empty()
                             ? std::string("missing")
@@ -130,7 +125,7 @@ HttpReply AdmissionService::admit(Webhook webhook, const HttpRequestView& http) 
   record(webhook, x, Clock::now() - start);
 
   HttpReply reply;
-  reply.close = http.too_large || http.incomplete || http.timed_out || http.busy;
+  reply.close = http.too_large || http.timed_out || http.busy;
   reply.metric_code = x.response.allowed ? 200 : x.response.code;
   reply.allow_post_header =
       !envelope && envelope.error().code == webhook::ErrorCode::kMethodNotAllowed;
@@ -145,7 +140,7 @@ HttpReply AdmissionService::admit(Webhook webhook, const HttpRequestView& http) 
 
 HttpReply AdmissionService::other(const HttpRequestView& request) const {
   HttpReply reply;
-  reply.close = request.too_large || request.incomplete || request.timed_out || request.busy;
+  reply.close = request.too_large || request.timed_out || request.busy;
   if (request.path == "/" && (request.method == "GET" || request.method == "HEAD")) {
     reply.content_type = "text/plain";
     reply.body = "kuberay-tpu-webhook";

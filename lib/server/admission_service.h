@@ -10,9 +10,9 @@
 //                                            .content_type = "application/json", .body = body});
 //   // reply.status == 200, reply.body is the AdmissionReview answer
 //
-// Checks, in order: method (405, Allow: POST), body size (413), a body that did not arrive in
-// time (408) or was cut short (400), Content-Type application/json (415), then admission::decode
-// (400, or 413 for nesting). Any other path is 404.
+// Checks, in order: method (405, Allow: POST), body size (413), the in-flight budget (503), a
+// body that did not arrive in time (408), Content-Type application/json (415), then
+// admission::decode (400, or 413 for nesting). Any other path is 404.
 // Each failure is an AdmissionReview denial carrying that code when a request.uid can be read
 // from the body (HTTP 200, as kube-apiserver expects), else an HTTP error whose body is one line
 // of JSON (a metav1 Status). GET / answers "kuberay-tpu-webhook" (the Go webhook's probe path).

@@ -12,12 +12,12 @@ struct HttpRequestView {
   std::string_view method;
   std::string_view path;
   std::string_view content_type;
-  // The body as read: whole, or its first bytes when too_large, incomplete, timed_out or busy.
+  // The body as read: whole, or its first bytes when too_large, timed_out or busy (a refusal
+  // the transport found, HttpServerOptions::refuse; the connection closes after it).
   std::string_view body;
-  bool too_large = false;   // longer than max_body_bytes (declared or read)
-  bool incomplete = false;  // the client stopped sending before the end
-  bool timed_out = false;   // incomplete because --read-timeout passed (the connection closes)
-  bool busy = false;        // the in-flight memory budget stayed full until the deadline
+  bool too_large = false;  // longer than max_body_bytes (declared or read)
+  bool timed_out = false;  // not whole when --read-timeout passed
+  bool busy = false;       // the in-flight memory budget stayed full until the deadline
 };
 
 struct HttpReply {

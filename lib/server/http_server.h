@@ -1,53 +1,55 @@
 #pragma once
-// The webhook's HTTP/1.1 server: one epoll set per listening port, served by a pool of worker
-// threads, so that a connection holds a worker only while one of its requests is being read,
-// handled or written. Idle, half-open, handshaking and slowly-sending connections wait in the
-// epoll set with their own deadlines and cost no thread (docs/server.md "Connections and
-// limits", docs/security.md).
+// The webhook's HTTP/1.1 server: one coroutine per connection on standalone Asio, a few I/O
+// threads (each running its own event loop), and a fixed pool of handler threads on which the
+// route runs, never on an I/O thread. Idle, half-open, handshaking and slowly-sending
+// connections cost a coroutine frame and their OpenSSL state, never a thread (docs/server.md
+// "Connections and limits", docs/security.md).
 //
-//   server::HttpServer https({.ssl_ctx = ctx, .limits = limits, .workers = 64,
-//                             .handler = [&](const HttpRequestView& r) { return route(r); }},
+//   server::HttpServer https({.ssl_ctx = ctx, .limits = limits, .io_threads = 2,
+//                             .handler_threads = 2,
+//                             .handler = [&](const HttpRequestView& r) { return route(r); },
+//                             .refuse = [&](const HttpRequestView& r) { return route(r); }},
 //                            log);
 //   webhook::Result<int> port = https.bind({"127.0.0.1", 0});
 //   std::thread t([&] { https.serve(); });   // returns after stop_serving(), once every
 //   https.stop_serving();                     // connection has closed
 //
-// How a connection lives (each step bounded; none renewed by a trickle):
+// A connection, read top to bottom in HttpServer::Connection::run (each step bounded; none
+// renewed by a trickle):
 //   accept      at --max-connections the oldest idle connection is closed to make room
-//   handshake   TLS, non-blocking; it and the first byte of the first request within
-//               read_timeout of the accept
+//   handshake   TLS; it and the first byte of the first request within read_timeout of the
+//               accept
 //   idle        between keep-alive requests, up to idle_timeout; silent close after
-//   request     from its first byte, head and body within read_timeout (else 408 and close);
-//               the head is parsed by http1::RequestParser (malformed: answered, then closed,
-//               nothing after it parsed); a body over max_body_bytes is refused from its
-//               declared length, before it is read
-//   budget      before its body is read, a request is granted Content-Length × (1 +
-//               parse_bytes_per_body_byte) + 64 KiB of the in-flight memory budget; without
-//               room it waits, unread, until room frees or its deadline passes (503)
-//   handle      the handler runs on the worker that read the request's last byte; what it
-//               needs beyond the grant it reserves (webhook::memory::reserve), waiting
-//               within the request's deadline
-//   write       the response within read_timeout, then the next request, or a lingering
-//               close (half-close, discard what the client still sends for up to a second)
+//   head        from a request's first byte, head and body within read_timeout (else 408 and
+//               close); parsed by http1::RequestParser (malformed: answered, then closed,
+//               nothing after it parsed)
+//   budget      a body's declared length is known: over max_body_bytes, 413 at once; else the
+//               request takes Content-Length × (1 + parse_bytes_per_body_byte) + 64 KiB of the
+//               in-flight memory budget, waiting (its body unread) until room frees or its
+//               deadline passes (503), and gives it back once its answer is written
+//   body        read within the request's deadline
+//   handle      the handler runs on the handler pool; the connection awaits its answer
+//   write       the answer within read_timeout, then the next request, or a lingering close
+//               (half-close, discard what the client still sends for up to a second)
 //
-// Every response the server writes, its own refusals included, is reported to on_response
-// after its last byte is written (latency from the end of the request to then).
+// Refusals (413, 408, 503 and the parser's) are answered by the connection where they are found:
+// `refuse` words those that belong to a route (a body too large, cut by the deadline, or left
+// without budget: the view's too_large, timed_out or busy is set and its body is the first bytes
+// read), the transport the rest (a metav1 Status, status_json). Every response the server writes
+// is reported to on_response after its last byte is written (latency from the end of the
+// request to then).
 
 #include <openssl/ssl.h>
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
-#include <thread>
-#include <unordered_map>
-#include <utility>
 #include <vector>
 
 #include "base/status/result.h"
@@ -58,26 +60,39 @@
 
 namespace server {
 
-// Requests in flight share this many bytes (bodies and their parse); thread-safe.
+// Requests in flight share this many bytes (bodies and their parse); thread-safe. A request that
+// does not fit queues; releases grant the queue in arrival order.
 class MemoryBudget {
  public:
   explicit MemoryBudget(std::uint64_t capacity) : capacity_(capacity) {}
   std::uint64_t capacity() const { return capacity_; }
   std::uint64_t in_use() const;
-  // True and counted when `bytes` fit now.
+  std::size_t waiting() const;  // requests queued for room
+  // True and counted when `bytes` fit now and nobody waits before them.
   bool try_acquire(std::uint64_t bytes);
-  // Waits until `bytes` fit (true, counted) or `deadline` passes (false).
-  bool acquire_until(std::uint64_t bytes, std::chrono::steady_clock::time_point deadline);
+  // Queues a request for `bytes`; `granted` runs (on the thread that released room, or on this
+  // one) once they are counted. Returns a ticket for withdraw().
+  std::uint64_t enqueue(std::uint64_t bytes, std::function<void()> granted);
+  // Takes a queued request back; false when it was granted meanwhile (its bytes are counted).
+  bool withdraw(std::uint64_t ticket);
   // Returns `bytes`; true when nothing is held any more after a large grant (time to give
   // freed memory back to the system).
   bool release(std::uint64_t bytes);
 
  private:
+  struct Waiter {
+    std::uint64_t ticket;
+    std::uint64_t bytes;
+    std::function<void()> granted;
+  };
+  void grant_waiting(std::vector<std::function<void()>>& ready);
+
   const std::uint64_t capacity_;
   mutable std::mutex mu_;
-  std::condition_variable freed_;
   std::uint64_t used_ = 0;
   std::uint64_t peak_since_idle_ = 0;
+  std::uint64_t next_ticket_ = 1;
+  std::list<Waiter> waiting_;
 };
 
 // Gives memory freed by a burst back to the system (the allocator's purge).
@@ -88,12 +103,17 @@ struct HttpServerOptions {
   http1::Limits limits;
   std::chrono::milliseconds read_timeout{10'000};
   std::chrono::milliseconds idle_timeout{60'000};
-  int workers = 64;
+  int io_threads = 1;       // event loops; each connection lives on one
+  int handler_threads = 4;  // the handler pool: requests handled at once
   int max_connections = 4096;
   int max_requests_per_connection = 1000;  // then "Connection: close", so load rebalances
   MemoryBudget* budget = nullptr;          // null: no in-flight budget
   std::size_t parse_bytes_per_body_byte = 0;
+  // Answers a complete request, on the handler pool.
   std::function<HttpReply(const HttpRequestView&)> handler;
+  // Words a refusal that names a route (too_large, timed_out or busy set; see above), on the
+  // connection's I/O thread: it must not block. Null: a metav1 Status of the refusal's code.
+  std::function<HttpReply(const HttpRequestView&)> refuse;
   std::function<void()> on_connection_open;
   std::function<void()> on_connection_close;
   // A request (or a refusal of one) begins being answered / its answer was written.
@@ -125,63 +145,14 @@ class HttpServer {
   int open_connections() const;
 
  private:
-  struct Conn;
-  using ConnPtr = std::shared_ptr<Conn>;
-
-  struct Worker;
-  void work();
-  void give_back(Worker& w);
-  void reap();
-  void accept_some();
-  void admit(int fd, const std::string& remote);
-  bool evict_oldest_idle();
-  void on_event(std::uint64_t id, std::uint32_t events);
-  ConnPtr find(std::uint64_t id) const;
-  // Makes this thread the connection's owner: a worker after an event (it was armed), the reaper
-  // or an eviction (armed or parked). False when someone else owns it.
-  bool take(Conn& c, bool from_reaper);
-  void arm(Conn& c, std::uint32_t events);
-  void drive(Conn& c);
-  bool handshake(Conn& c);
-  bool read_request(Conn& c);
-  bool advance(Conn& c, bool& need_more);
-  bool start_body(Conn& c);
-  void park(Conn& c, std::uint64_t charge);
-  void resume_parked();
-  void release_budget(Conn& c);
-  HttpRequestView view_of(const Conn& c) const;
-  // Runs the route with a webhook::memory reserver that grows `c`'s grant (base/memory).
-  HttpReply call_handler(Conn& c, const HttpRequestView& view);
-  bool grow_grant(Conn& c, std::size_t bytes);
-  void respond(Conn& c);
-  void refuse(Conn& c, int status, const std::string& message, bool route);
-  void queue_reply(Conn& c, const HttpReply& reply, bool close, bool head_only);
-  bool write_out(Conn& c);
-  void report(Conn& c);
-  void after_response(Conn& c);
-  void begin_linger(Conn& c);
-  void linger(Conn& c);
-  void expire(Conn& c);
-  void close(Conn& c, std::string_view why);
-  void maybe_finish();
+  struct Impl;
+  class Connection;
+  friend class Connection;
 
   HttpServerOptions options_;
   const Log& log_;
-  int epoll_fd_ = -1;
-  int wake_fd_ = -1;
-  std::vector<int> listen_fds_;
   std::atomic<bool> stopping_{false};
-  std::atomic<bool> finished_{false};
-  std::atomic<std::uint64_t> next_id_{16};
-
-  mutable std::mutex table_mu_;
-  std::unordered_map<std::uint64_t, ConnPtr> conns_;
-
-  std::mutex parked_mu_;
-  std::deque<std::pair<std::uint64_t, std::uint64_t>> parked_;  // id, charge
-
-  std::mutex reaper_mu_;
-  std::condition_variable reaper_cv_;
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace server

@@ -14,7 +14,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr int kHealthThreads = 2;
 constexpr std::uint64_t kDefaultMemoryLimit = std::uint64_t{256} << 20;
 
 std::string iso_time(std::int64_t unix_seconds) {
@@ -57,6 +56,8 @@ std::uint64_t largest_granted_body(std::uint64_t budget) {
                              : (budget - kOverhead) / (1 + admission::kAdmissionMemoryPerBodyByte);
 }
 
+int cores() { return static_cast<int>(std::max(1U, std::thread::hardware_concurrency())); }
+
 Webhook webhook_of(std::string_view path) {
   return path == "/mutate"     ? Webhook::kMutate
          : path == "/validate" ? Webhook::kValidate
@@ -89,6 +90,7 @@ ServerConfig server_config(const Flags& flags) {
   c.memory_limit = flags.memory_limit;
   c.shutdown_timeout = flags.shutdown_timeout;
   c.threads = flags.threads;
+  c.handler_may_block = flags.legacy_indexing != LegacyIndexing::kOff;
   return c;
 }
 
@@ -158,11 +160,14 @@ webhook::Status WebhookServer::init() {
   https.limits.max_body_bytes = config_.max_body_bytes;
   https.read_timeout = config_.read_timeout;
   https.idle_timeout = config_.idle_timeout;
-  https.workers = config_.threads;
+  https.io_threads = std::min(config_.threads, cores());
+  https.handler_threads =
+      config_.handler_may_block ? config_.threads : std::min(config_.threads, cores());
   https.max_connections = config_.max_connections;
   https.budget = budget_.get();
   https.parse_bytes_per_body_byte = admission::kAdmissionMemoryPerBodyByte;
   https.handler = [this](const HttpRequestView& r) { return route(r); };
+  https.refuse = https.handler;
   https.on_connection_open = [this] { metrics_.connection_opened(); };
   https.on_connection_close = [this] { metrics_.connection_closed(); };
   https.on_request = [this](std::string_view path) { metrics_.request_started(webhook_of(path)); };
@@ -175,9 +180,11 @@ webhook::Status WebhookServer::init() {
   health.limits.max_body_bytes = 64 << 10;
   health.read_timeout = std::min<std::chrono::milliseconds>(config_.read_timeout, 5s);
   health.idle_timeout = config_.idle_timeout;
-  health.workers = kHealthThreads;
+  health.io_threads = 1;
+  health.handler_threads = 1;
   health.max_connections = config_.max_connections;
   health.handler = [this](const HttpRequestView& r) { return route_health(r); };
+  health.refuse = health.handler;
   health_ = std::make_unique<HttpServer>(std::move(health), log_);
 
   webhook::Result<int> hp = https_->bind(config_.https_address);

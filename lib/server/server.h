@@ -47,6 +47,9 @@ struct ServerConfig {
   std::chrono::milliseconds idle_timeout{60'000};
   std::chrono::milliseconds shutdown_timeout{15'000};
   int threads = 64;
+  // Whether the Handler may wait on the Kubernetes API (legacy placement possible): then the
+  // handler pool has `threads` threads, else one per core (more would only queue for the CPU).
+  bool handler_may_block = true;
   int max_connections = 4096;
   std::size_t max_header_bytes = 16384;
   std::uint64_t memory_limit = 0;  // 0: from the cgroup, else 256 MiB

@@ -9,7 +9,7 @@
 // parts it copies twice to diff, M6), small and large, and values the Handler repeats in the
 // strings it makes (names it cuts, lists it counts before splitting). Genuine Pods of large
 // slices (the patch lists every host and chip, M5) grow with the slice instead: they must stay
-// within that plus admission::answer_memory_bound, which the Handler reserves. Each
+// within that plus admission::answer_memory_bound. Each
 // class prints its largest peak per body byte (a Catch2 warning); PARSE_MEMORY_LOG=1 prints
 // every case.
 #include <algorithm>
@@ -653,8 +653,7 @@ TEST_CASE("the costliest shapes decode accepts, in a worker Pod review, small an
   CHECK(pod_shaped.patched + too_large >= 8);
 }
 
-// Their answer takes more than the per-byte grant: the Handler reserves answer_memory_bound for it
-// before building it (webhook::memory::reserve).
+// Their answer takes more than the per-byte grant: it stays within answer_memory_bound.
 TEST_CASE("genuine worker Pods of large slices: within the grant and answer_memory_bound",
           "[parse_memory][admission_memory]") {
   testing::Harness h;

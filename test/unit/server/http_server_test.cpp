@@ -1,7 +1,8 @@
 // server::HttpServer over plain-HTTP sockets on 127.0.0.1: keep-alive and pipelining, idle and
-// slow connections that hold no worker, deadlines, the connection cap, strict framing (nothing
-// after a refused head is read), 413 and 100 Continue, the in-flight memory budget, and the
-// response hook. Every socket has a receive timeout, so no case can hang.
+// slow connections that hold no thread, deadlines, the connection cap, strict framing (nothing
+// after a refused head is read), 413 and 100 Continue, the in-flight memory budget, a blocking
+// route on the handler pool, and the response hook. The cases wait for the server's progress on
+// latches (its hooks), not on sleeps; every socket has a receive timeout, so no case can hang.
 #include "server/http_server.h"
 
 #include <arpa/inet.h>
@@ -19,9 +20,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include "base/memory/reserve.h"
-#include "base/thread/blocking.h"
 
 namespace {
 
@@ -130,9 +128,18 @@ struct TestServer {
         return reply;
       };
     }
+    if (!options.refuse) {
+      options.refuse = options.handler;  // refusals are worded as the route's answers are
+    }
     options.on_response = [this](std::string_view, int code, std::chrono::nanoseconds) {
       std::lock_guard<std::mutex> lock(mu);
       codes.push_back(code);
+      changed.notify_all();
+    };
+    options.on_connection_open = [this] {
+      std::lock_guard<std::mutex> lock(mu);
+      ++opened;
+      changed.notify_all();
     };
     http = std::make_unique<server::HttpServer>(std::move(options), log);
     port = *http->bind({"127.0.0.1", 0});
@@ -146,6 +153,15 @@ struct TestServer {
     std::lock_guard<std::mutex> lock(mu);
     return codes;
   }
+  // Waits (at most 5 s) until `n` connections were accepted / `n` answers were written.
+  bool wait_opened(int n) {
+    std::unique_lock<std::mutex> lock(mu);
+    return changed.wait_for(lock, 5s, [&] { return opened >= n; });
+  }
+  bool wait_answered(std::size_t n) {
+    std::unique_lock<std::mutex> lock(mu);
+    return changed.wait_for(lock, 5s, [&] { return codes.size() >= n; });
+  }
 
   server::Log log{
       std::make_shared<spdlog::logger>("t", std::make_shared<spdlog::sinks::null_sink_mt>()),
@@ -155,12 +171,55 @@ struct TestServer {
   std::thread thread;
   std::atomic<int> handled{0};
   std::mutex mu;
+  std::condition_variable changed;
   std::vector<int> codes;
+  int opened = 0;
 };
 
-server::HttpServerOptions small(int workers = 2) {
+// A latch a route waits on, opened by the test (or after 5 s, so no case can hang).
+struct Gate {
+  void open() {
+    std::lock_guard<std::mutex> lock(mu);
+    opened = true;
+    cv.notify_all();
+  }
+  void pass() {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait_for(lock, 5s, [&] { return opened; });
+  }
+  // Counts a route that reached it, and lets waiters for `n` of them go on.
+  void arrive() {
+    std::lock_guard<std::mutex> lock(mu);
+    ++arrived;
+    cv.notify_all();
+  }
+  bool wait_arrived(int n) {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, 5s, [&] { return arrived >= n; });
+  }
+  std::mutex mu;
+  std::condition_variable cv;
+  bool opened = false;
+  int arrived = 0;
+};
+
+// Polls `done` until it holds (true) or 5 s pass (false): for a state no hook reports.
+template <typename F>
+bool eventually(F done) {
+  for (Clock::time_point end = Clock::now() + 5s; !done();) {
+    if (Clock::now() > end) {
+      return false;
+    }
+    std::this_thread::sleep_for(1ms);
+  }
+  return true;
+}
+
+// `threads` I/O threads and as many handler threads.
+server::HttpServerOptions small(int threads = 2) {
   server::HttpServerOptions o;
-  o.workers = workers;
+  o.io_threads = threads;
+  o.handler_threads = threads;
   o.read_timeout = 1500ms;
   o.idle_timeout = 1500ms;
   o.limits.max_body_bytes = 1 << 20;
@@ -187,8 +246,8 @@ TEST_CASE("keep-alive and pipelined requests are answered in order on one connec
   CHECK(rest.find("POST /c 0") < rest.find("GET /d 0"));
 }
 
-TEST_CASE("idle and half-sent connections hold no worker", "[transport]") {
-  TestServer s(small(1));  // one worker for everything
+TEST_CASE("idle and half-sent connections hold no thread", "[transport]") {
+  TestServer s(small(1));  // one I/O thread and one handler thread for everything
   std::vector<std::unique_ptr<Socket>> idle;
   for (int i = 0; i < 100; ++i) {
     idle.push_back(std::make_unique<Socket>(s.port));
@@ -236,10 +295,7 @@ TEST_CASE("at the connection cap the oldest idle connection makes room", "[trans
   std::vector<std::unique_ptr<Socket>> idle;
   for (int i = 0; i < 8; ++i) {
     idle.push_back(std::make_unique<Socket>(s.port));
-    std::this_thread::sleep_for(20ms);  // distinct ages
-  }
-  for (int i = 0; i < 50 && s.http->open_connections() < 8; ++i) {
-    std::this_thread::sleep_for(20ms);
+    REQUIRE(s.wait_opened(i + 1));  // accepted in this order: distinct ages
   }
   REQUIRE(s.http->open_connections() == 8);
   Socket c(s.port);
@@ -296,9 +352,7 @@ TEST_CASE("a body over the limit is refused from its length, without 100 Continu
 
 TEST_CASE("requests over the in-flight budget wait for room, then are served", "[transport]") {
   server::MemoryBudget budget(3 << 20);
-  std::mutex mu;
-  std::condition_variable cv;
-  bool release = false;
+  Gate gate;
   std::atomic<int> inside{0};
   server::HttpServerOptions o = small(4);
   o.read_timeout = 4000ms;
@@ -306,8 +360,8 @@ TEST_CASE("requests over the in-flight budget wait for room, then are served", "
   o.parse_bytes_per_body_byte = 1;  // a 1 MiB body holds 2 MiB + 64 KiB
   o.handler = [&](const server::HttpRequestView& r) {
     ++inside;
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait_for(lock, 3s, [&] { return release; });
+    gate.arrive();
+    gate.pass();
     server::HttpReply reply;
     reply.body = std::to_string(r.body.size()) + (r.busy ? " busy" : "");
     return reply;
@@ -316,25 +370,17 @@ TEST_CASE("requests over the in-flight budget wait for room, then are served", "
   const std::string body(1 << 20, 'x');
   Socket first(s.port);
   first.send(post("/a", body));
-  for (int i = 0; i < 100 && inside == 0; ++i) {
-    std::this_thread::sleep_for(10ms);
-  }
+  REQUIRE(gate.wait_arrived(1));
   REQUIRE(inside == 1);
   CHECK(budget.in_use() == (2 << 20) + (64 << 10));
   Socket second(s.port);
-  second.send(post("/b", body));  // does not fit beside the first: parked, its body unread
-  std::this_thread::sleep_for(200ms);
+  second.send(post("/b", body));  // does not fit beside the first: it waits, its body unread
+  REQUIRE(eventually([&] { return budget.waiting() == 1; }));
   CHECK(inside == 1);
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    release = true;
-  }
-  cv.notify_all();
+  gate.open();
   CHECK_THAT(first.read_response(), Catch::EndsWith("1048576"));
   CHECK_THAT(second.read_response(), Catch::EndsWith("1048576"));
-  for (int i = 0; i < 100 && budget.in_use() != 0; ++i) {
-    std::this_thread::sleep_for(10ms);
-  }
+  REQUIRE(s.wait_answered(2));  // each request's budget is given back before it is reported
   CHECK(budget.in_use() == 0);
 }
 
@@ -381,48 +427,21 @@ TEST_CASE("HEAD answers carry no body; stop_serving closes idle connections", "[
   CHECK(c.closed_by_server());
 }
 
-TEST_CASE("a route grows its request's grant, returned with the rest once answered",
+TEST_CASE("a route that blocks holds a handler thread, never another connection's answer",
           "[transport]") {
-  server::MemoryBudget budget(4 << 20);
-  std::atomic<std::uint64_t> during{0};
-  std::atomic<int> granted{-1};
-  std::atomic<int> refused{-1};
-  server::HttpServerOptions o = small();
-  o.budget = &budget;
-  o.handler = [&](const server::HttpRequestView&) {
-    granted = webhook::memory::reserve(std::size_t{3} << 20) ? 1 : 0;
-    during = budget.in_use();
-    refused = webhook::memory::reserve(std::size_t{8} << 20) ? 1 : 0;  // more than the budget
-    server::HttpReply reply;
-    reply.body = "ok";
-    return reply;
-  };
-  TestServer s(std::move(o));
-  Socket c(s.port);
-  c.send(post("/grow", "abc"));
-  CHECK_THAT(c.read_response(), Catch::EndsWith("ok"));
-  CHECK(granted == 1);
-  CHECK(refused == 0);
-  CHECK(during == (std::uint64_t{3} << 20) + 3 + (64 << 10));  // the body's grant and the growth
-  for (int i = 0; i < 100 && budget.in_use() != 0; ++i) {
-    std::this_thread::sleep_for(10ms);
-  }
-  CHECK(budget.in_use() == 0);
-  CHECK(webhook::memory::reserve(std::size_t{1} << 40));  // no reserver on this thread: granted
-}
-
-TEST_CASE("a request about to block hands the connections its worker took with it to others",
-          "[transport]") {
-  // Both workers are held first, so that the blocking request and the quick ones are ready
-  // together and the first free worker takes them in one wait.
+  // Both handler threads are held first, then one request blocks a handler thread while quick
+  // ones arrive on other connections: the other thread answers them.
+  Gate hold;
+  Gate block;
   server::HttpServerOptions o = small(2);
   o.read_timeout = 5000ms;
-  o.handler = [](const server::HttpRequestView& r) {
+  o.handler = [&](const server::HttpRequestView& r) {
     if (r.path == "/hold") {
-      std::this_thread::sleep_for(300ms);
+      hold.arrive();
+      hold.pass();
     } else if (r.path == "/block") {
-      webhook::blocking::about_to_block();
-      std::this_thread::sleep_for(1200ms);
+      block.arrive();
+      block.pass();
     }
     server::HttpReply reply;
     reply.content_type = "text/plain";
@@ -439,9 +458,10 @@ TEST_CASE("a request about to block hands the connections its worker took with i
   }
   hold1.send(post("/hold", ""));
   hold2.send(post("/hold", ""));
-  std::this_thread::sleep_for(100ms);  // both workers are in /hold now
+  REQUIRE(hold.wait_arrived(2));  // both handler threads are in /hold now
   blocker.send(post("/block", ""));
-  std::this_thread::sleep_for(10ms);  // ready first, so first in the batch
+  hold.open();
+  REQUIRE(block.wait_arrived(1));  // one handler thread is held by /block until the end
   Clock::time_point sent = Clock::now();
   for (auto& q : quick) {
     q->send(post("/quick", ""));
@@ -451,7 +471,8 @@ TEST_CASE("a request about to block hands the connections its worker took with i
   }
   auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - sent);
   CAPTURE(waited.count());
-  CHECK(waited < 900ms);  // not behind the blocked request (its answer comes after ~1.4 s)
+  CHECK(waited < 900ms);  // not behind the blocked request
+  block.open();
   CHECK_THAT(blocker.read_response(), Catch::EndsWith("/block"));
   CHECK_THAT(hold1.read_response(), Catch::EndsWith("/hold"));
   CHECK_THAT(hold2.read_response(), Catch::EndsWith("/hold"));
