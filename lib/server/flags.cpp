@@ -191,7 +191,9 @@ void add_serving_flags(FlagTable<Flags>& t) {
       .add(int_flag(
           "threads", "N", 1, kMaxThreads,
           [](Flags& f, std::int64_t n) { f.threads = static_cast<int>(n); },
-          "requests handled at once; idle connections hold none (default 64)"))
+          "requests handled at once (the handler pool) when legacy placement may be on, else at\n"
+          "most one per core; also the most I/O threads (one per core); idle connections hold\n"
+          "none (default 64)"))
       .add(int_flag(
           "max-connections", "N", 16, kMaxConnections,
           [](Flags& f, std::int64_t n) { f.max_connections = static_cast<int>(n); },
