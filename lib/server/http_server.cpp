@@ -269,6 +269,7 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
   asio::awaitable<bool> wait_ready(Tcp::socket::wait_type what);
   asio::awaitable<bool> handshake();
   asio::awaitable<Io> read_into_parser();
+  asio::awaitable<bool> read_while(http1::State phase);
   asio::awaitable<bool> write_all(std::string_view data);
   asio::awaitable<bool> exchange();
   asio::awaitable<bool> read_head();
@@ -488,16 +489,7 @@ asio::awaitable<bool> HttpServer::Connection::read_head() {
     set_deadline(Clock::now() + o_.read_timeout);
     in_.erase(0, parser_.feed(in_));
   }
-  while (parser_.state() == http1::State::kHead) {
-    Io io = co_await read_into_parser();
-    if (io != Io::kOk) {
-      co_return co_await ended_early(io);
-    }
-  }
-  if (parser_.state() == http1::State::kError) {
-    co_return co_await refuse_malformed();
-  }
-  co_return true;
+  co_return co_await read_while(http1::State::kHead);
 }
 
 // The socket ended, failed or timed out before the request was whole: an answer when the
@@ -575,7 +567,13 @@ asio::awaitable<bool> HttpServer::Connection::read_body() {
   if (!in_.empty()) {
     in_.erase(0, parser_.feed(in_));
   }
-  while (parser_.state() == http1::State::kBody) {
+  co_return co_await read_while(http1::State::kBody);
+}
+
+// Reads until the parser leaves `phase`: false when the connection ended early or the request was
+// malformed (each answered as it must be), true when the phase is complete.
+asio::awaitable<bool> HttpServer::Connection::read_while(http1::State phase) {
+  while (parser_.state() == phase) {
     Io io = co_await read_into_parser();
     if (io != Io::kOk) {
       co_return co_await ended_early(io);
