@@ -2,7 +2,9 @@
 # The written habits, checked (CI runs this before the build; see CONTRIBUTING.md):
 #   clang-format  every .h/.cpp of lib/ cmd/ test/ bench/ fuzz/ is formatted as .clang-format says
 #   clang-tidy    lib/ and cmd/ hold the checks of .clang-tidy (naming, function size, bugprone-*,
-#                 modernize-*), with the compile commands of a configured build directory
+#                 modernize-*), with the compile commands of a configured build directory: one
+#                 run per translation unit the build compiles, so a lib/ room built as one unit
+#                 (WEBHOOK_UNITY_BUILD) is read once, its heavy headers with it
 # Usage: bash scripts/lint.sh [--format-only | --tidy-only]
 #   BUILD_DIR=build   the build directory whose compile_commands.json clang-tidy reads (configured
 #                     here when it has none)
@@ -72,8 +74,10 @@ if ((do_tidy)); then
   if [[ ! -f $build_dir/compile_commands.json ]]; then
     cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null || exit 2
   fi
-  # The lib/ and cmd/ sources the build compiles (a file CMake does not list has no flags).
-  mapfile -t units < <(grep -oE "\"file\": \"$root/(lib|cmd)/[^\"]+\.cpp\"" \
+  # The lib/ and cmd/ sources the build compiles (a file CMake does not list has no flags), or
+  # the unity units that include a room's sources.
+  build_abs=$(cd "$build_dir" && pwd)
+  mapfile -t units < <(grep -oE "\"file\": \"($root/(lib|cmd)/[^\"]+\.cpp|$build_abs/lib/[^\"]+/Unity/[^\"]+\.cxx)\"" \
                          "$build_dir/compile_commands.json" | cut -d'"' -f4 | sort -u)
   if ((${#units[@]} == 0)); then
     echo "clang-tidy: no lib/ or cmd/ source in $build_dir/compile_commands.json" >&2
@@ -82,12 +86,13 @@ if ((do_tidy)); then
   start=$SECONDS
   logs=$(mktemp -d)
   # GCC's compile commands, read by clang: flags clang does not know are not errors. Only the
-  # repository's own headers under lib/ and cmd/ are reported. One log per source file.
+  # repository's own files under lib/ and cmd/ are reported. One log per unit. The configuration
+  # is named: a unit in a build directory outside the tree would not find .clang-tidy.
   printf '%s\n' "${units[@]}" |
-    xargs -P "$jobs" -I{} sh -c '"$1" -p "$2" --quiet --use-color=false \
-        --header-filter="$3" --extra-arg=-Wno-unknown-warning-option "$4" \
+    xargs -P "$jobs" -I{} sh -c '"$1" -p "$2" --config-file="$6/.clang-tidy" --quiet \
+        --use-color=false --header-filter="$3" --extra-arg=-Wno-unknown-warning-option "$4" \
         >"$5/$(echo "$4" | tr / _).log" 2>&1' \
-      _ "$clang_tidy" "$build_dir" "^$root/(lib|cmd)/" {} "$logs"
+      _ "$clang_tidy" "$build_dir" "^$root/(lib|cmd)/" {} "$logs" "$root"
   # One finding a line, each once (a header's finding is reported by every file including it).
   # readability-function-size gives the size in the note that follows; it is appended.
   findings=$(cat "$logs"/*.log | awk '
@@ -98,7 +103,7 @@ if ((do_tidy)); then
     sed -e "s|^$root/||" -e 's/,-warnings-as-errors\]/]/' | sort -u)
   if [[ -n $findings ]]; then
     echo "clang-tidy: $(wc -l <<<"$findings") finding(s) in lib/ and cmd/" \
-         "(${#units[@]} files, $((SECONDS - start)) s):"
+         "(${#units[@]} units, $((SECONDS - start)) s):"
     sed 's/^/  /' <<<"$findings"
     echo "clang-tidy: per check:"
     grep -oE "\[[a-zA-Z0-9.,-]+\]( \([0-9]+ lines\))?$" <<<"$findings" | cut -d' ' -f1 |
@@ -109,7 +114,7 @@ if ((do_tidy)); then
     grep -hE "error" "$logs"/*.log | head -20
     status=1
   else
-    echo "clang-tidy: ${#units[@]} files of lib/ and cmd/ ok ($((SECONDS - start)) s)"
+    echo "clang-tidy: ${#units[@]} units of lib/ and cmd/ ok ($((SECONDS - start)) s)"
   fi
   rm -rf "$logs"
 fi

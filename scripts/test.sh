@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# README command (b), and what CI runs: sets up a fresh Debian 12 machine, builds everything, runs
-# every test, then builds again with ASan+UBSan and runs the suite under them.
-#   SKIP_SANITIZERS=1 bash scripts/test.sh   # the first pass only
+# README command (b), and what CI runs: sets up a fresh Debian 12 machine and runs every test once.
+#   1. build/ (RelWithDebInfo, what ships): the binaries and the tests labelled `release`, those
+#      that need the shipped build (deploy checks, benchmarks, valgrind, allocation counts, docs),
+#      and the fuzz replays (label `fuzz`);
+#   2. build-asan/ (ASan+UBSan, scripts/sanitize.sh): every other test, and the fuzz replays
+#      again, under the sanitizers.
+#   SKIP_SANITIZERS=1 bash scripts/test.sh   # no second build: every test runs in build/
 #   CI=true bash scripts/test.sh             # as CI runs it: scripts/lint.sh before the build,
 #                                            # warnings are errors, and no test may be skipped
 #                                            # but those of the allow-list in test/deploy
@@ -19,16 +23,24 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 if ((ci)); then
   BUILD_DIR=build bash scripts/lint.sh
 fi
-cmake --build build -j"$(nproc)"
+skip_sanitizers=${SKIP_SANITIZERS:-0}
+if [[ $skip_sanitizers == 1 ]]; then
+  cmake --build build -j"$(nproc)"
+  selection=()
+else
+  cmake --build build -j"$(nproc)" --target release-checks
+  selection=(-L "release|fuzz")
+fi
 
-# The tests CTest did not run, printed again at the very end of the job; under CI, one that is
-# not in the allow-list (build/skippable-tests.txt, from test/deploy/CMakeLists.txt) fails it.
-ctest_log=build/ctest.log
+# The tests CTest did not run (in either pass), printed again at the very end of the job; under
+# CI, one that is not in the allow-list (build/skippable-tests.txt, from test/deploy/
+# CMakeLists.txt) fails it.
+ctest_logs=(build/ctest.log build-asan/ctest.log)
 report_skips() {
-  [[ -f $ctest_log ]] || return 0
-  local skipped allowed extra
-  skipped=$(sed -n '/The following tests did not run:/,/^$/p' "$ctest_log" |
-            grep -E '^\s+[0-9]+ - ' | sed -E 's/^\s+[0-9]+ - //' || true)
+  local skipped allowed extra log
+  skipped=$(for log in "${ctest_logs[@]}"; do
+              [[ -f $log ]] && sed -n '/The following tests did not run:/,/^$/p' "$log"
+            done | grep -E '^\s+[0-9]+ - ' | sed -E 's/^\s+[0-9]+ - //' || true)
   allowed=$(cat build/skippable-tests.txt 2>/dev/null || true)
   echo "== tests not run: ${skipped:-none}" | sed '2,$s/^/   /'
   echo "== allowed to skip: ${allowed:-none} (test/deploy/CMakeLists.txt)"
@@ -38,9 +50,11 @@ report_skips() {
     return 1
   fi
 }
-rm -f "$ctest_log"
+rm -f "${ctest_logs[@]}"
 trap 'report_skips || exit 1' EXIT
-ctest --test-dir build --output-on-failure -j"$(nproc)" 2>&1 | tee "$ctest_log"
-if [[ "${SKIP_SANITIZERS:-0}" != "1" ]]; then
-  bash scripts/sanitize.sh address
+ctest --test-dir build --output-on-failure -j"$(nproc)" "${selection[@]}" 2>&1 |
+  tee "${ctest_logs[0]}"
+if [[ $skip_sanitizers != 1 ]]; then
+  mkdir -p build-asan
+  bash scripts/sanitize.sh address 2>&1 | tee "${ctest_logs[1]}"
 fi

@@ -26,10 +26,6 @@ std::string group_text(const GroupKey& key) {
   return "worker group \"" + key.group + "\" of RayCluster " + key.ns + "/" + key.cluster;
 }
 
-std::string millis(Duration d) {
-  return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + "ms";
-}
-
 }  // namespace
 
 // What this replica knows of one group's Lease. One admission of the group at a time holds the

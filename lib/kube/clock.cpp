@@ -6,6 +6,10 @@
 
 namespace kube {
 
+std::string millis(Duration d) {
+  return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + "ms";
+}
+
 bool SystemClock::sleep_for(Duration d, std::stop_token stop) {
   std::mutex mu;
   std::condition_variable_any cv;

@@ -19,11 +19,15 @@
 #include <mutex>
 #include <random>
 #include <stop_token>
+#include <string>
 
 namespace kube {
 
 using Duration = std::chrono::nanoseconds;
 using TimePoint = std::chrono::steady_clock::time_point;
+
+// `d` in whole milliseconds, as messages and logs give a duration: "1500ms".
+std::string millis(Duration d);
 
 class Clock {
  public:

@@ -19,7 +19,7 @@
 namespace kube {
 namespace {
 
-using Clock = std::chrono::system_clock;
+using WallClock = std::chrono::system_clock;
 using nlohmann::json;
 
 constexpr std::size_t kMaxOutput = 1 << 20;
@@ -155,10 +155,10 @@ webhook::Result<Spawned> spawn(const ExecConfig& c, const std::string& path, boo
 }
 
 // Reads the plugin's stdout until it closes, the limit, or the deadline. False on the deadline.
-bool read_output(int fd, Clock::time_point deadline, std::string& out, bool& too_large) {
+bool read_output(int fd, WallClock::time_point deadline, std::string& out, bool& too_large) {
   char buf[8192];
   while (true) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - WallClock::now());
     if (left.count() <= 0) {
       return false;
     }
@@ -253,7 +253,7 @@ webhook::Result<ExecCredential> parse_exec_output(const ExecConfig& c, std::stri
                    "clientKeyData");
   }
   if (auto exp = status->find("expirationTimestamp"); exp != status->end() && !exp->is_null()) {
-    std::optional<Clock::time_point> t =
+    std::optional<WallClock::time_point> t =
         exp->is_string() ? parse_rfc3339(exp->get<std::string>()) : std::nullopt;
     if (!t) {
       return failure(c, "answered status.expirationTimestamp " +
@@ -277,7 +277,7 @@ webhook::Result<ExecCredential> run_exec_plugin(const ExecConfig& c) {
   std::chrono::milliseconds limit =
       interactive ? std::max<std::chrono::milliseconds>(c.timeout, std::chrono::minutes(5))
                   : c.timeout;
-  bool in_time = read_output(s.out_fd, Clock::now() + limit, out, too_large);
+  bool in_time = read_output(s.out_fd, WallClock::now() + limit, out, too_large);
   ::close(s.out_fd);
   if (!in_time || too_large) {
     ::kill(s.pid, SIGKILL);

@@ -34,10 +34,6 @@ std::string resource_version_of(const nlohmann::json& object) {
   return rv != md->end() && rv->is_string() ? rv->get<std::string>() : "";
 }
 
-std::string millis(Duration d) {
-  return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + "ms";
-}
-
 }  // namespace
 
 Reflector::Reflector(ApiClient& client, Resource resource, Sink& sink, Clock& clock, Logger log,

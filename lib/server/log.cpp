@@ -194,12 +194,12 @@ class BufferedFdSink final : public spdlog::sinks::base_sink<std::mutex> {
   // A warning line of the sink's format saying that `dropped` lines were dropped. Under mutex_
   // (the formatter's lock).
   void append_dropped_line(std::string& out, std::size_t dropped) const {
-    bool json = format_ == LogFormat::kJson;
+    bool as_json = format_ == LogFormat::kJson;
     std::string body =
-        json ? R"("msg":"log lines dropped","dropped":)" : "log lines dropped dropped=";
+        as_json ? R"("msg":"log lines dropped","dropped":)" : "log lines dropped dropped=";
     body += std::to_string(dropped);
-    body += json ? R"(,"reason":"the log output did not keep up")"
-                 : R"( reason="the log output did not keep up")";
+    body += as_json ? R"(,"reason":"the log output did not keep up")"
+                    : R"( reason="the log output did not keep up")";
     spdlog::details::log_msg msg("kuberay-tpu-webhook", spdlog::level::warn,
                                  spdlog::string_view_t(body.data(), body.size()));
     spdlog::memory_buf_t formatted;
