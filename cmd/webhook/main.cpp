@@ -1,7 +1,8 @@
 // kuberay-tpu-webhook: flags -> config -> server. Everything it calls lives in lib/, where the
-// tests link it (legacy placement: kube::LegacyPlacement); this file only parses the command line,
-// starts them and owns the process: signals, the default logger, exit codes (0 clean shutdown, 1
-// startup failure or forced exit, 2 bad command line).
+// tests link it (legacy placement: kube::LegacyPlacement; --cert-mode=managed:
+// kube::ManagedCertificate); this file only parses the command line, starts them and owns the
+// process: signals, the default logger, exit codes (0 clean shutdown, 1 startup failure or
+// forced exit, 2 bad command line).
 #include <pthread.h>
 #include <spdlog/spdlog.h>
 
@@ -11,17 +12,13 @@
 #include <cstdint>
 #include <cstdlib>
 #include <iostream>
-#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "admission/handler.h"
-#include "kube/api_client.h"
-#include "kube/cert_manager.h"
-#include "kube/config.h"
 #include "kube/legacy_placement.h"
-#include "kube/webhook_namespace.h"
+#include "kube/managed_certificate.h"
 #include "server/flags.h"
 #include "server/log.h"
 #include "server/server.h"
@@ -193,96 +190,39 @@ class SignalWatcher {
   std::thread thread_;
 };
 
-// --cert-mode=managed: the API client and manager of the serving certificate, and the first
-// pair to serve, read or written before the HTTPS port opens (retried for a minute, as the
-// Secret or the RBAC that grants it may still be on its way).
-struct ManagedCert {
-  std::unique_ptr<kube::ApiClient> api;
-  std::unique_ptr<kube::CertManager> manager;
-  kube::ServingPair first;
-
-  // Renewals from now on are served by `srv` (which must outlive the manager's thread).
-  void start(server::WebhookServer& srv) {
-    manager->start(
-        [&srv](const kube::ServingPair& p) { srv.publish_certificate(p.cert_pem, p.key_pem); },
-        first);
-  }
-};
-
-webhook::Result<ManagedCert> start_managed_cert(const server::Flags& flags,
-                                                const server::Log& log) {
-  webhook::Result<kube::ClusterConfig> api = kube::load_config(flags.kube_config_path);
-  if (!api) {
-    return api.error();
-  }
-  webhook::Result<kube::NamespaceSource> ns =
-      kube::webhook_namespace(kube::process_env(), kube::kServiceAccountDir, flags.namespace_name);
-  if (!ns) {
-    return ns.error();
-  }
-  ManagedCert m;
-  webhook::Result<std::unique_ptr<kube::ApiClient>> client = kube::ApiClient::create(*api);
-  if (!client) {
-    return client.error();
-  }
-  m.api = std::move(*client);
-  kube::CertManagerOptions o;
-  o.ns = ns->ns;
-  o.secret = flags.cert_secret_name;
-  o.service = flags.cert_service_name;
-  o.mutating_configs.clear();
-  o.validating_configs.clear();
-  if (!flags.mutating_config_name.empty()) {
-    o.mutating_configs.push_back(flags.mutating_config_name);
-  }
-  if (!flags.validating_config_name.empty()) {
-    o.validating_configs.push_back(flags.validating_config_name);
-  }
+// --cert-mode=managed and the flags of its certificate, as lib/kube reads them.
+kube::ManagedCertificateOptions certificate_options(const server::Flags& flags) {
   auto seconds = [](std::chrono::milliseconds d) {
     return std::chrono::duration_cast<std::chrono::seconds>(d);
   };
-  o.policy.validity = seconds(flags.cert_validity);
-  o.policy.ca_validity = seconds(flags.cert_ca_validity);
-  o.policy.renew_before = seconds(flags.cert_renew_before);
-  o.interval = kube::cert_check_interval(o.policy.renew_before);
-  o.log = webhook::line_logger(log, "certificate");
-  log.info("managed certificate", {{"secret", ns->ns + "/" + flags.cert_secret_name},
-                                   {"namespace_from", ns->origin},
-                                   {"check_interval_ms", o.interval.count()}});
-  m.manager = std::make_unique<kube::CertManager>(*m.api, std::move(o));
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(1);
-  while (true) {
-    webhook::Result<kube::ServingPair> pair = m.manager->sync();
-    if (pair) {
-      m.first = std::move(*pair);
-      return m;
-    }
-    if (std::chrono::steady_clock::now() > deadline) {
-      return pair.error();
-    }
-    log.warn("managed certificate: cannot sync yet, retrying in 2s",
-             {{"error", pair.error().message}});
-    std::this_thread::sleep_for(std::chrono::seconds(2));
-  }
+  return {.kube_config_path = flags.kube_config_path,
+          .namespace_flag = flags.namespace_name,
+          .secret = flags.cert_secret_name,
+          .service = flags.cert_service_name,
+          .mutating_config = flags.mutating_config_name,
+          .validating_config = flags.validating_config_name,
+          .validity = seconds(flags.cert_validity),
+          .ca_validity = seconds(flags.cert_ca_validity),
+          .renew_before = seconds(flags.cert_renew_before)};
 }
 
-// --cert-mode=managed: the first pair into `config`, and the manager that renews it into
-// `managed`; false (logged) when the process cannot start.
-bool prepare_managed_cert(const server::Flags& flags, const server::Log& log,
-                          server::ServerConfig& config, std::optional<ManagedCert>& managed) {
+// --cert-mode=managed: the certificate's manager, its first pair already in `config`; nullptr
+// when the mode is another; an error (logged) when the process cannot start.
+webhook::Result<std::unique_ptr<kube::ManagedCertificate>> managed_certificate(
+    const server::Flags& flags, const server::Log& log, server::ServerConfig& config) {
   if (flags.cert_mode != server::CertMode::kManaged) {
-    return true;
+    return std::unique_ptr<kube::ManagedCertificate>();
   }
-  webhook::Result<ManagedCert> m = start_managed_cert(flags, log);
+  webhook::Result<std::unique_ptr<kube::ManagedCertificate>> m =
+      kube::ManagedCertificate::open(certificate_options(flags), log);
   if (!m) {
     log.error("cannot start: --cert-mode=managed", {{"error", m.error().message}});
     log.flush();
-    return false;
+    return m.error();
   }
-  managed = std::move(*m);
-  config.cert_pem = managed->first.cert_pem;
-  config.key_pem = managed->first.key_pem;
-  return true;
+  config.cert_pem = (*m)->first().cert_pem;
+  config.key_pem = (*m)->first().key_pem;
+  return m;
 }
 
 // --legacy-indexing and the flags of its slot claims, as lib/kube reads them.
@@ -320,8 +260,9 @@ int serve(const server::Flags& flags, const server::Log& log) {
   legacy.start();
 
   server::ServerConfig config = server::server_config(flags);
-  std::optional<ManagedCert> managed;
-  if (!prepare_managed_cert(flags, log, config, managed)) {
+  webhook::Result<std::unique_ptr<kube::ManagedCertificate>> managed =
+      managed_certificate(flags, log, config);
+  if (!managed) {
     return kExitStartup;
   }
   webhook::Result<std::unique_ptr<server::WebhookServer>> srv =
@@ -331,16 +272,19 @@ int serve(const server::Flags& flags, const server::Log& log) {
     log.flush();
     return kExitStartup;
   }
-  if (managed) {
-    managed->start(**srv);
+  if (*managed) {
+    server::WebhookServer& serving = **srv;  // outlives the manager's thread: stopped below
+    (*managed)->start([&serving](const kube::ServingPair& p) {
+      serving.publish_certificate(p.cert_pem, p.key_pem);
+    });
   }
   bool drained = false;
   {
     SignalWatcher signals(**srv, log, server::drain_delay(flags.shutdown_timeout));
     drained = (*srv)->wait();
   }
-  if (drained && managed) {
-    managed->manager->stop();
+  if (drained && *managed) {
+    (*managed)->stop();
   }
   if (drained) {
     legacy.stop();
