@@ -3,6 +3,7 @@
 #include "admission/handler.h"
 #include "base/json/access.h"
 #include "base/text/text.h"
+#include "podpatch/keys.h"
 
 namespace admission {
 namespace {
@@ -83,8 +84,7 @@ void explain_result(const PodDecision& d, Lines& out) {
     }
     for (const json& e : *env) {
       std::string_view name = webhook::string_member(&e, "name").value_or("");
-      if (name.starts_with("TPU_") || name.starts_with("TORCH_TPU_") ||
-          name.starts_with("MEGASCALE_")) {
+      if (podpatch::keys::webhook_env(name)) {
         const json* v = webhook::member(e, "value");
         out.push_back("  " + std::string(name) + "=" +
                       (v != nullptr && v->is_string() ? v->get<std::string>() : "(valueFrom)"));

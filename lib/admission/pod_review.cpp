@@ -8,6 +8,7 @@
 
 #include "admission/review.h"
 #include "base/json/access.h"
+#include "podpatch/keys.h"
 
 namespace admission {
 namespace {
@@ -86,8 +87,40 @@ bool one_of(std::string_view key, std::initializer_list<std::string_view> keys) 
   return false;
 }
 
-// A container's name, resources (only google.com/tpu of requests and limits) and env (a
-// valueFrom only as `true`: the Handler reads whether it is there, never what it says).
+// An env entry of a variable the webhook reads or writes (keys::webhook_env), with a valueFrom
+// only as `true` (the Handler reads whether it is there, never what it says). Any other entry
+// keeps only its name, which holds its place in the list and is all the Handler reads of it,
+// unless it is malformed: then it is whole, for PodView to name what is wrong. The last of
+// repeated keys counts, as in nlohmann's parse.
+json env_entry(dom::element e) {
+  if (!e.is_object()) {
+    return to_json(e);
+  }
+  std::string_view name;
+  bool named = false;
+  bool plain_value = true;  // absent, null or a string
+  for (dom::key_value_pair f : dom::object(e)) {
+    if (f.key == "name") {
+      named = f.value.is_string();
+      name = named ? std::string_view(f.value) : std::string_view();
+    } else if (f.key == "value") {
+      plain_value = f.value.is_string() || f.value.is_null();
+    }
+  }
+  json entry = json::object();
+  if (named && plain_value && !podpatch::keys::webhook_env(name)) {
+    entry["name"] = std::string(name);
+    return entry;
+  }
+  for (dom::key_value_pair f : dom::object(e)) {
+    entry[std::string(f.key)] =
+        f.key == "valueFrom" && !f.value.is_null() ? json(true) : to_json(f.value);
+  }
+  return entry;
+}
+
+// A container's name, resources (only google.com/tpu of requests and limits) and env (see
+// env_entry).
 json container_fields(dom::element c) {
   if (!c.is_object()) {
     return to_json(c);
@@ -114,17 +147,9 @@ json container_fields(dom::element c) {
         continue;
       }
       json env = json::array();
+      env.get_ref<json::array_t&>().reserve(dom::array(field.value).size());
       for (dom::element e : dom::array(field.value)) {
-        if (!e.is_object()) {
-          env.push_back(to_json(e));
-          continue;
-        }
-        json entry = json::object();
-        for (dom::key_value_pair f : dom::object(e)) {
-          entry[std::string(f.key)] =
-              f.key == "valueFrom" && !f.value.is_null() ? json(true) : to_json(f.value);
-        }
-        env.push_back(std::move(entry));
+        env.push_back(env_entry(e));
       }
       out["env"] = std::move(env);
     }
@@ -155,6 +180,7 @@ json pod_fields(dom::element pod) {
       for (dom::key_value_pair field : dom::object(top.value)) {
         if (field.key == "containers" && field.value.is_array()) {
           json list = json::array();
+          list.get_ref<json::array_t&>().reserve(dom::array(field.value).size());
           for (dom::element c : dom::array(field.value)) {
             list.push_back(container_fields(c));
           }

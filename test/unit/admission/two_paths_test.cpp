@@ -133,14 +133,15 @@ TEST_CASE("decode_for_mutation builds only the Pod fields the Handler reads, els
     CHECK_FALSE(fast->object["spec"]["containers"][0].contains("image"));
     CHECK_FALSE(fast->object.contains("status"));
     CHECK(fast->object["spec"]["containers"][0]["resources"]["limits"].size() == 1);
-    CHECK(fast->object["spec"]["containers"][0]["env"][0] ==
-          json({{"name", "HF_TOKEN"}, {"valueFrom", true}}));  // a valueFrom is only "there"
+    // A variable the webhook neither reads nor writes: its name, in its place.
+    CHECK(fast->object["spec"]["containers"][0]["env"][0] == json({{"name", "HF_TOKEN"}}));
+    CHECK(fast->object["spec"]["containers"][0]["env"][1] == json({{"name", "FQ_RAY_IP"}}));
     CHECK(fast->object["spec"]["containers"][0]["env"].size() ==
           full->object["spec"]["containers"][0]["env"].size());
     for (const char* pointer :
          {"/metadata/labels", "/metadata/generateName", "/metadata/namespace", "/spec/nodeSelector",
-          "/spec/containers/0/env/1", "/spec/containers/0/env/13", "/spec/containers/0/env/14",
-          "/spec/containers/0/resources/limits/google.com~1tpu",
+          "/spec/containers/0/env/12", "/spec/containers/0/env/13", "/spec/containers/0/env/14",
+          "/spec/containers/0/env/15", "/spec/containers/0/resources/limits/google.com~1tpu",
           "/spec/containers/0/resources/requests/google.com~1tpu", "/spec/containers/0/name"}) {
       CAPTURE(pointer);
       CHECK(fast->object.at(json::json_pointer(pointer)) ==
@@ -149,6 +150,24 @@ TEST_CASE("decode_for_mutation builds only the Pod fields the Handler reads, els
     CHECK(fast->uid == full->uid);
     CHECK(fast->generate_name == full->generate_name);
     CHECK(fast->operation == "CREATE");
+  }
+  SECTION(
+      "env: a webhook variable whole, with a valueFrom only as there; a malformed entry whole") {
+    json review = json::parse(corpus("env-fill-in-place.json"));
+    json& env = review["request"]["object"]["spec"]["containers"][0]["env"];
+    env[2] = {{"name", "TPU_WORKER_ID"}, {"valueFrom", {{"fieldRef", {{"fieldPath", "x"}}}}}};
+    env[3] = {{"name", "OTHER"}, {"value", 5}};  // PodView denies it: kept for its message
+    env[4] = {{"name", 7}, {"value", "x"}};
+    env[5] = "not an object";
+    webhook::Result<admission::Request> fast =
+        admission::decode_for_mutation(webhook::dump_json(review));
+    REQUIRE(fast.has_value());
+    const json& got = fast->object["spec"]["containers"][0]["env"];
+    CHECK(got[2] == json({{"name", "TPU_WORKER_ID"}, {"valueFrom", true}}));
+    CHECK(got[3] == env[3]);
+    CHECK(got[4] == env[4]);
+    CHECK(got[5] == env[5]);
+    CHECK(got[6] == json({{"name", "RAY_NODE_TYPE_NAME"}}));
   }
   SECTION("an integer beyond 64 bits and a byte-order mark, which simdjson refuses: decode's") {
     for (const char* name : {"big-integer.json", "byte-order-mark.json"}) {
