@@ -18,6 +18,19 @@ namespace dom = simdjson::dom;
 // Why the fast path gave up; the full decode then answers, with its own messages.
 struct Unusual {};
 
+json to_json(dom::element e);
+
+// The array of `each` of the list's elements, in order, its storage taken once.
+template <class Each>
+json array_of(dom::array list, Each each) {
+  json out = json::array();
+  out.get_ref<json::array_t&>().reserve(list.size());
+  for (dom::element v : list) {
+    out.push_back(each(v));
+  }
+  return out;
+}
+
 // The value as nlohmann's parser builds it from the same text: non-negative integers unsigned,
 // negative ones signed, the rest double. A -0.0 could be "-0" (an integer to nlohmann) or
 // "-0.0", so it is left to the full decode.
@@ -30,15 +43,8 @@ json to_json(dom::element e) {
       }
       return out;
     }
-    case dom::element_type::ARRAY: {
-      json out = json::array();
-      dom::array list(e);
-      out.get_ref<json::array_t&>().reserve(list.size());
-      for (dom::element v : list) {
-        out.push_back(to_json(v));
-      }
-      return out;
-    }
+    case dom::element_type::ARRAY:
+      return array_of(dom::array(e), to_json);
     case dom::element_type::STRING:
       return std::string(std::string_view(e));
     case dom::element_type::INT64: {
@@ -146,12 +152,7 @@ json container_fields(dom::element c) {
         out["env"] = to_json(field.value);
         continue;
       }
-      json env = json::array();
-      env.get_ref<json::array_t&>().reserve(dom::array(field.value).size());
-      for (dom::element e : dom::array(field.value)) {
-        env.push_back(env_entry(e));
-      }
-      out["env"] = std::move(env);
+      out["env"] = array_of(dom::array(field.value), env_entry);
     }
   }
   return out;
@@ -179,12 +180,7 @@ json pod_fields(dom::element pod) {
       json spec = json::object();
       for (dom::key_value_pair field : dom::object(top.value)) {
         if (field.key == "containers" && field.value.is_array()) {
-          json list = json::array();
-          list.get_ref<json::array_t&>().reserve(dom::array(field.value).size());
-          for (dom::element c : dom::array(field.value)) {
-            list.push_back(container_fields(c));
-          }
-          spec["containers"] = std::move(list);
+          spec["containers"] = array_of(dom::array(field.value), container_fields);
         } else if (one_of(field.key,
                           {"containers", "nodeSelector", "hostname", "subdomain", "affinity"})) {
           spec[std::string(field.key)] = to_json(field.value);
