@@ -30,7 +30,8 @@ inline constexpr int kMaxJsonDepth = 100;
 // The estimate is conservative, so whatever decode accepts or refuses allocates at most that many
 // bytes, counted in malloc chunks: json::parse, the fields decode copies, and destroying the
 // parsed value; request_uid stays below it as well (nlohmann::json 3.11 on libstdc++ and glibc,
-// 64-bit; test/unit/parse_memory counts every allocation to check it). A server can charge each
+// 64-bit; test/unit/parse_memory counts every allocation to check it, and checks the bound again
+// linked with jemalloc, the server's allocator). A server can charge each
 // request its body plus this bound against a memory budget. Genuine reviews (a Pod or RayCluster
 // as the API server sends it) take 3-9 bytes per body byte, the costliest accepted ones up to 15;
 // a body of tiny values such as [{},{},...] would take up to 44, and is refused.

@@ -14,11 +14,18 @@ namespace {
 std::size_t live_bytes = 0;
 std::size_t peak_bytes = 0;
 
-// What an allocation holds: its usable size and the chunk header (a mapped chunk has two words).
+#if defined(HEAP_COUNTER_JEMALLOC)
+// What an allocation holds under jemalloc (linked in: malloc_usable_size is its own): its size
+// class. jemalloc keeps no header beside an allocation; its metadata lives per extent.
+std::size_t held(void* p) { return malloc_usable_size(p); }
+#else
+// What an allocation holds under glibc: its usable size and the chunk header (a mapped chunk has
+// two words).
 std::size_t held(void* p) {
   std::size_t usable = malloc_usable_size(p);
   return usable + ((usable + 16) % 4096 == 0 ? 16 : 8);
 }
+#endif
 
 void* counted_new(std::size_t n) {
   void* p = std::malloc(n == 0 ? 1 : n);

@@ -11,6 +11,15 @@
 
 namespace heap {
 
+// True when the counter counts glibc's malloc chunks, the allocator scan_json models; false when
+// this executable is linked with jemalloc, the server's allocator, whose size classes the bounds
+// must hold under as well (scan_json's estimate need not: it models glibc).
+#if defined(HEAP_COUNTER_JEMALLOC)
+inline constexpr bool kGlibcChunks = false;
+#else
+inline constexpr bool kGlibcChunks = true;
+#endif
+
 // The most bytes held at once while `work` runs, above what was held when it started.
 std::size_t peak_of(const std::function<void()>& work);
 
