@@ -8,6 +8,7 @@
 
 #include "admission/review.h"
 #include "base/json/access.h"
+#include "podpatch/env.h"
 #include "podpatch/keys.h"
 
 namespace admission {
@@ -95,8 +96,8 @@ bool one_of(std::string_view key, std::initializer_list<std::string_view> keys) 
 
 // An env entry of a variable the webhook reads or writes (keys::webhook_env), with a valueFrom
 // only as `true` (the Handler reads whether it is there, never what it says). Any other entry
-// keeps only its name, which holds its place in the list and is all the Handler reads of it,
-// unless it is malformed: then it is whole, for PodView to name what is wrong. The last of
+// is podpatch::elided_env_entry(), which holds its place in the list, all the Handler needs of
+// it, unless it is malformed: then it is whole, for PodView to name what is wrong. The last of
 // repeated keys counts, as in nlohmann's parse.
 json env_entry(dom::element e) {
   if (!e.is_object()) {
@@ -113,11 +114,10 @@ json env_entry(dom::element e) {
       plain_value = f.value.is_string() || f.value.is_null();
     }
   }
-  json entry = json::object();
   if (named && plain_value && !podpatch::keys::webhook_env(name)) {
-    entry["name"] = std::string(name);
-    return entry;
+    return podpatch::elided_env_entry();
   }
+  json entry = json::object();
   for (dom::key_value_pair f : dom::object(e)) {
     entry[std::string(f.key)] =
         f.key == "valueFrom" && !f.value.is_null() ? json(true) : to_json(f.value);

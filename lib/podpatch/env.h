@@ -20,6 +20,13 @@ struct EnvRef {
   const json* entry = nullptr;
 };
 
+// An entry the server's fast decode elided (admission::decode_for_mutation): a well-formed entry
+// of a variable the webhook neither reads nor writes (keys::webhook_env), which holds only its
+// place in the list. It is nlohmann's `discarded` value, which parsed JSON never holds and which
+// costs no allocation; it has no name, so find_env never returns it.
+inline json elided_env_entry() { return json(json::value_t::discarded); }
+inline bool is_elided_env_entry(const json& entry) { return entry.is_discarded(); }
+
 // The last entry named `name` in container["env"], or nullopt.
 std::optional<EnvRef> find_env(const json& container, std::string_view name);
 

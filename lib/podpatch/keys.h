@@ -1,6 +1,8 @@
 #pragma once
 // Every label, annotation, resource and env name the webhook reads or writes, named once.
 
+#include <algorithm>
+#include <array>
 #include <string_view>
 
 namespace podpatch::keys {
@@ -58,19 +60,19 @@ inline constexpr std::string_view kTpuName = "TPU_NAME";
 inline constexpr std::string_view kDevicePluginHostIp = "TPU_DEVICE_PLUGIN_HOST_IP";
 inline constexpr std::string_view kDevicePluginAddr = "TPU_DEVICE_PLUGIN_ADDR";
 
+// Every variable above, once.
+inline constexpr auto kWebhookEnv = std::to_array<std::string_view>(
+    {kMegascaleNumSlices, kMegascaleSliceId, kMegascaleCoordinator, kMegascalePort,
+     kWorkerHostnames, kProcessAddresses, kProcessPort, kTorchTopology, kTorchSlicebuilder,
+     kTorchBasePort, kTorchDevicesPerHost, kWorkerId, kTpuName, kDevicePluginHostIp,
+     kDevicePluginAddr});
+
 // Every variable above begins with one of these: the webhook reads or writes no other env entry's
-// value (the fast decode keeps only such an entry's name and position, admission/pod_review.cpp).
+// value (the fast decode keeps only such an entry's position, admission/pod_review.cpp).
 constexpr bool webhook_env(std::string_view name) {
   return name.starts_with("TPU_") || name.starts_with("TORCH_TPU_") ||
          name.starts_with("MEGASCALE_");
 }
-static_assert(webhook_env(kMegascaleNumSlices) && webhook_env(kMegascaleSliceId) &&
-              webhook_env(kMegascaleCoordinator) && webhook_env(kMegascalePort) &&
-              webhook_env(kWorkerHostnames) && webhook_env(kProcessAddresses) &&
-              webhook_env(kProcessPort) && webhook_env(kTorchTopology) &&
-              webhook_env(kTorchSlicebuilder) && webhook_env(kTorchBasePort) &&
-              webhook_env(kTorchDevicesPerHost) && webhook_env(kWorkerId) &&
-              webhook_env(kTpuName) && webhook_env(kDevicePluginHostIp) &&
-              webhook_env(kDevicePluginAddr));
+static_assert(std::all_of(kWebhookEnv.begin(), kWebhookEnv.end(), webhook_env));
 
 }  // namespace podpatch::keys

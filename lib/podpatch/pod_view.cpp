@@ -4,6 +4,7 @@
 
 #include "base/json/access.h"
 #include "base/text/numbers.h"
+#include "podpatch/env.h"
 #include "podpatch/keys.h"
 #include "podpatch/labels.h"
 
@@ -151,6 +152,9 @@ webhook::Status check_env(const json& container, const Where& where) {
   }
   for (std::size_t i = 0; i < env->size(); ++i) {
     const json& e = (*env)[i];
+    if (is_elided_env_entry(e)) {
+      continue;  // well-formed when decoded
+    }
     auto field = [&] { return where() + ".env[" + std::to_string(i) + "]"; };
     if (!e.is_object() || !string_member(&e, "name")) {
       return invalid_argument(field() + " must be an object with a string name");
