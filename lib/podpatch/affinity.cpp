@@ -111,6 +111,7 @@ json affinity_term(const AffinityMatch& match, AffinityTerm term) {
 
 std::vector<AffinityTerm> missing_affinity_terms(const json* affinity, const AffinityMatch& m) {
   std::vector<AffinityTerm> out;
+  out.reserve(std::size(kAffinityTerms));
   for (AffinityTerm t : kAffinityTerms) {
     const json* terms = webhook::member(affinity, affinity_kind(t), kRequired);
     bool present = false;

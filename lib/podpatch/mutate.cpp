@@ -1,7 +1,6 @@
 #include "podpatch/mutate.h"
 
 #include <algorithm>
-#include <span>
 
 #include "base/json/access.h"
 #include "base/json/write.h"
@@ -24,8 +23,7 @@ namespace {
 
 // Values shared by every TPU container of the Pod.
 struct SliceValues {
-  std::vector<std::string> hostnames;  // multi-host: DNS names of the replica's hosts
-  std::string hostnames_joined;
+  std::string hostnames;  // multi-host: the DNS names of the replica's hosts, comma-joined
   std::string process_addresses;  // TPU7x, when multi-host or several TPU containers
   std::string torch_topology;
   std::string slicebuilder;    // from the computed host list (or localhost); empty when omitted
@@ -39,11 +37,9 @@ SliceValues compute_values(const PodView& view, const MutationPlan& plan, std::s
   const topology::Slice& slice = *plan.slice;
   SliceValues v;
   int tpu_containers = static_cast<int>(view.tpu_containers().size());
-  const std::vector<std::string> localhost = {"localhost"};
-  std::span<const std::string> entries = localhost;  // a view: 2,304 hosts are not copied
+  std::string_view entries = "localhost";  // the host list M5.3 uses, a view of v.hostnames
   if (slice.multi_host()) {
     v.hostnames = topology::worker_hostnames(group, plan.slot.replica, slice.hosts(), plan.svc);
-    v.hostnames_joined = topology::join(v.hostnames);
     entries = v.hostnames;
   }
   if (slice.tpu7x() && (slice.multi_host() || tpu_containers > 1)) {
@@ -51,7 +47,8 @@ SliceValues compute_values(const PodView& view, const MutationPlan& plan, std::s
         topology::address_list(entries, tpu_containers, plan.ports.tpu_process_base);
   }
   v.torch_topology = topology::torch_tpu_topology(slice.shape(), slice.chiplets());
-  v.slicebuilder_ports = slice.chips() / static_cast<int>(entries.size()) * slice.chiplets();
+  v.slicebuilder_ports =
+      slice.chips() / static_cast<int>(topology::list_size(entries)) * slice.chiplets();
   // M8.2: measured before it is made; a list that would not fit is not built.
   v.slicebuilder_bytes = list_sizes(slice, group.size(), plan.slot.replica, plan.svc.size(),
                                     tpu_containers, plan.ports)
@@ -110,7 +107,7 @@ class ContainerEnv {
       std::optional<std::string_view> lit = e ? literal_value(*e->entry) : std::nullopt;
       if (lit && *lit != value && replace(*lit)) {
         changes_.env.push_back(
-            {EnvChange::Kind::kReplaceValue, e->index, std::string(var), value, false});
+            {EnvChange::Kind::kReplaceValue, e->index, var, value, false});
         return;
       }
     }
@@ -133,7 +130,7 @@ class ContainerEnv {
     std::optional<EnvRef> e = find_env(c_, var);
     bool fill = e && !is_present(*e->entry) && changed(var) == nullptr;
     changes_.env.push_back({fill ? EnvChange::Kind::kFill : EnvChange::Kind::kAppend,
-                            fill ? e->index : 0, std::string(var), std::move(value), host_ip});
+                            fill ? e->index : 0, var, std::move(value), host_ip});
   }
   const EnvChange* changed(std::string_view var) const {
     const EnvChange* last = nullptr;
@@ -168,7 +165,7 @@ Slicebuilder slicebuilder_for(ContainerEnv& env, const topology::Slice& slice,
     return computed_slicebuilder(values);
   }
   std::optional<std::string_view> user = env.literal(keys::kWorkerHostnames);
-  if (!user || *user == values.hostnames_joined) {
+  if (!user || *user == values.hostnames) {
     return computed_slicebuilder(values);
   }
   // Counted before splitting: a list of more entries than the slice has chips cannot divide it,
@@ -193,8 +190,7 @@ Slicebuilder slicebuilder_for(ContainerEnv& env, const topology::Slice& slice,
                                topology::address_list_size(user->size() - (count - 1), count,
                                                            out.ports, plan.ports.tpu_process_base));
   if (out.bytes <= kMaxEnvStringBytes) {
-    out.list =
-        topology::address_list(topology::split_list(*user), out.ports, plan.ports.tpu_process_base);
+    out.list = topology::address_list(*user, out.ports, plan.ports.tpu_process_base);
   }
   return out;
 }
@@ -235,7 +231,7 @@ void plan_env(ContainerEnv& env, int k, int container, const PodView& view,
   }
   // M5.2 peers.
   if (slice.multi_host()) {
-    env.set_replacing(keys::kWorkerHostnames, values.hostnames_joined,
+    env.set_replacing(keys::kWorkerHostnames, values.hostnames,
                       [](std::string_view v) { return v == "localhost"; });
   }
   if (!values.process_addresses.empty()) {
@@ -270,8 +266,10 @@ void plan_env(ContainerEnv& env, int k, int container, const PodView& view,
   // M5.5, M5.6.
   env.keep_or_set(keys::kTpuName, values.tpu_name);
   env.set_host_ip(keys::kDevicePluginHostIp);
-  env.keep_or_set(keys::kDevicePluginAddr, "$(" + std::string(keys::kDevicePluginHostIp) +
-                                               "):" + std::to_string(ports.device_plugin));
+  std::string addr;  // "$(TPU_DEVICE_PLUGIN_HOST_IP):<port>", made at once
+  addr.reserve(keys::kDevicePluginHostIp.size() + 16);
+  addr.append("$(").append(keys::kDevicePluginHostIp).append("):");
+  env.keep_or_set(keys::kDevicePluginAddr, addr.append(std::to_string(ports.device_plugin)));
 }
 
 // spec.hostname or spec.subdomain: set to `value`, with a warning when it replaces another
@@ -553,8 +551,10 @@ Mutation plan_mutation(const PodView& view, const MutationPlan& plan) {
   }
   SliceValues values = compute_values(view, plan, group);
   int k = 0;
+  m.containers.reserve(view.tpu_containers().size());
   for (const TpuContainer& t : view.tpu_containers()) {
     ContainerChanges changes{t.index, {}};
+    changes.env.reserve(keys::kWebhookEnv.size());  // one change per variable at most
     ContainerEnv env(view.container(t.index), t.name, changes, m.warnings);
     plan_env(env, k++, t.index, view, plan, values, m);
     if (!changes.env.empty()) {

@@ -6,12 +6,14 @@
 
 namespace topology {
 
-std::vector<std::string> worker_hostnames(std::string_view group, int replica, int hosts,
-                                          std::string_view svc) {
-  std::vector<std::string> out;
-  out.reserve(static_cast<std::size_t>(hosts));
+std::string worker_hostnames(std::string_view group, int replica, int hosts, std::string_view svc) {
+  std::string out;
+  out.reserve(worker_hostnames_size(group.size(), replica, hosts, svc.size()));
   for (int h = 0; h < hosts; ++h) {
-    out.push_back(host_dns_name(group, replica, h, svc));
+    if (h > 0) {
+      out.push_back(',');
+    }
+    append_host_dns_name(out, group, replica, h, svc);
   }
   return out;
 }
@@ -57,21 +59,25 @@ bool list_has_empty_item(std::string_view text) {
          (text.front() == ',' || text.back() == ',' || text.find(",,") != std::string_view::npos);
 }
 
-std::string address_list(std::span<const std::string> entries, int ports_per_entry, int port_base) {
+std::string address_list(std::string_view entries, int ports_per_entry, int port_base) {
+  std::size_t count = list_size(entries);
   std::string out;
-  std::size_t per_entry = 0;
-  for (const std::string& e : entries) {
-    per_entry = std::max(per_entry, e.size() + 7);
+  if (count == 0 || ports_per_entry <= 0) {
+    return out;
   }
-  out.reserve(per_entry * entries.size() * static_cast<std::size_t>(std::max(ports_per_entry, 0)));
-  for (const std::string& e : entries) {
+  out.reserve(address_list_size(entries.size() - (count - 1), count, ports_per_entry, port_base));
+  std::size_t start = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    std::size_t comma = std::min(entries.find(',', start), entries.size());
+    std::string_view entry = entries.substr(start, comma - start);
     for (int p = 0; p < ports_per_entry; ++p) {
       if (!out.empty()) {
         out.push_back(',');
       }
-      out.append(e).push_back(':');
+      out.append(entry).push_back(':');
       out.append(std::to_string(port_base + p));
     }
+    start = comma + 1;
   }
   return out;
 }

@@ -1,8 +1,8 @@
 #pragma once
 // The address lists a slice's processes use to find each other (docs/topology.md §2).
 //
-//   auto hosts = topology::worker_hostnames("v6e-16", 0, 4, "c-headless");
-//   topology::join(hosts);                            // TPU_WORKER_HOSTNAMES
+//   std::string hosts = topology::worker_hostnames("v6e-16", 0, 4, "c-headless");
+//                                                     // TPU_WORKER_HOSTNAMES
 //   topology::address_list(hosts, 4, 8471);           // TORCH_TPU_SLICEBUILDER_ADDRESSES (v6e)
 //   topology::address_list(hosts, 1, 8471);           // TPU_PROCESS_ADDRESSES (1 container)
 //   topology::torch_tpu_topology(shape, 2);           // "2,2,2,2" on TPU7x 2x2x2
@@ -24,9 +24,10 @@ struct Ports {
   int device_plugin = 2112;     // TPU_DEVICE_PLUGIN_ADDR port
 };
 
-// DNS names of hosts 0..hosts-1 of replica `replica` of `group`, behind Service `svc`.
-std::vector<std::string> worker_hostnames(std::string_view group, int replica, int hosts,
-                                          std::string_view svc);
+// The DNS names of hosts 0..hosts-1 of replica `replica` of `group`, behind Service `svc`,
+// comma-joined (TPU_WORKER_HOSTNAMES): one string of worker_hostnames_size bytes, made at once
+// (a 2,304-host slice is one allocation, not one per host).
+std::string worker_hostnames(std::string_view group, int replica, int hosts, std::string_view svc);
 
 // Comma-joined, no spaces.
 std::string join(std::span<const std::string> items);
@@ -40,15 +41,16 @@ std::size_t list_size(std::string_view text);
 // Whether split_list(text) gives an empty item: `text` starts or ends with a comma or holds ",,".
 bool list_has_empty_item(std::string_view text);
 
-// "<entry>:<port>" for each entry (in order), for ports port_base .. port_base+ports_per_entry-1:
-// host-major, port ascending, comma-joined. Slicebuilder addresses use one port per device of a
-// host; TPU process addresses one per TPU container.
-std::string address_list(std::span<const std::string> entries, int ports_per_entry, int port_base);
+// "<entry>:<port>" for each entry of the comma-separated `entries` (split_list's items, in
+// order), for ports port_base .. port_base+ports_per_entry-1: host-major, port ascending,
+// comma-joined, made at once. Slicebuilder addresses use one port per device of a host; TPU
+// process addresses one per TPU container.
+std::string address_list(std::string_view entries, int ports_per_entry, int port_base);
 
 // The decimal digits of n >= 0 (1 for 0).
 std::size_t decimal_digits(long long n);
 
-// join(worker_hostnames(group, replica, hosts, svc)).size() for a group name of `group_bytes`
+// worker_hostnames(group, replica, hosts, svc).size() for a group name of `group_bytes`
 // and a Service name of `svc_bytes` bytes, computed without making the list: the limits of
 // docs/spec.md M8 are checked before a list is built.
 std::size_t worker_hostnames_size(std::size_t group_bytes, int replica, int hosts,

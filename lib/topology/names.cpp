@@ -56,33 +56,45 @@ std::string headless_service_name(std::string_view cluster, KubeRayVersion versi
   if (version.legacy_headless_service()) {
     return check_name(std::string(cluster) + "-headless-worker-svc");
   }
-  return std::string(cluster) + "-headless";
+  std::string out;
+  out.reserve(cluster.size() + 9);
+  out.append(cluster).append("-headless");
+  return out;
 }
 
 namespace {
 
-// "<group>-<replica>-<host>", with room for `extra` more bytes (so a name grown after is still
-// one allocation: a 2,304-host slice makes 2,304 of them per admission).
-std::string host_text(std::string_view group, int replica, int host, std::size_t extra) {
-  std::string out;
-  out.reserve(group.size() + 24 + extra);
+// "<group>-<replica>-<host>" appended to `out`.
+void append_host_name(std::string& out, std::string_view group, int replica, int host) {
   out.append(group)
       .append("-")
       .append(std::to_string(replica))
       .append("-")
       .append(std::to_string(host));
-  return out;
 }
+
+// The most bytes "-<replica>-<host>" takes.
+constexpr std::size_t kHostSuffixBytes = 24;
 
 }  // namespace
 
 std::string host_name(std::string_view group, int replica, int host) {
-  return host_text(group, replica, host, 0);
+  std::string out;
+  out.reserve(group.size() + kHostSuffixBytes);
+  append_host_name(out, group, replica, host);
+  return out;
+}
+
+void append_host_dns_name(std::string& out, std::string_view group, int replica, int host,
+                          std::string_view svc) {
+  append_host_name(out, group, replica, host);
+  out.append(".").append(svc);
 }
 
 std::string host_dns_name(std::string_view group, int replica, int host, std::string_view svc) {
-  std::string out = host_text(group, replica, host, svc.size() + 1);
-  out.append(".").append(svc);
+  std::string out;
+  out.reserve(group.size() + kHostSuffixBytes + 1 + svc.size());
+  append_host_dns_name(out, group, replica, host, svc);
   return out;
 }
 

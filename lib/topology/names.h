@@ -37,6 +37,9 @@ std::string host_name(std::string_view group, int replica, int host);
 
 // "<g>-<r>-<h>.<svc>": the name peers resolve through the headless Service.
 std::string host_dns_name(std::string_view group, int replica, int host, std::string_view svc);
+// host_dns_name appended to `out`.
+void append_host_dns_name(std::string& out, std::string_view group, int replica, int host,
+                          std::string_view svc);
 
 // True when `name` is an RFC 1123 DNS label: 1-63 characters of [a-z0-9-], starting and ending
 // with a letter or digit. spec.hostname and spec.subdomain must be such labels.

@@ -18,6 +18,7 @@ webhook::Error bad(std::string_view text, const std::string& what) {
 
 std::vector<std::string_view> split_x(std::string_view text) {
   std::vector<std::string_view> parts;
+  parts.reserve(4);  // at most three dims, and one more to report "too many"
   std::size_t start = 0;
   while (true) {
     std::size_t pos = text.find('x', start);

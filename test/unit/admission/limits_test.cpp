@@ -157,7 +157,7 @@ TEST_CASE("topology.md §6: list sizes computed without building the lists", "[a
   // "g-0-0.c-headless" .. "g-0-9.c-headless": 16 bytes each, "g-0-10..." and "g-0-11...": 17.
   CHECK(topology::worker_hostnames_size(1, 0, 12, 10) == 10 * 16 + 2 * 17 + 11);
   CHECK(topology::worker_hostnames_size(1, 0, 12, 10) ==
-        topology::join(topology::worker_hostnames("g", 0, 12, "c-headless")).size());
+        topology::worker_hostnames("g", 0, 12, "c-headless").size());
   // "a:8471,a:8472,bb:8471,bb:8472"
   CHECK(topology::address_list_size(3, 2, 2, 8471) == 29);
   // Replica 10 adds one digit to each entry.

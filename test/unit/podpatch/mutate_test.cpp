@@ -143,11 +143,11 @@ Outcome run(const std::string& name, const json& pod, const Options& o = {}) {
   return out;
 }
 
-std::string slicebuilder(const std::vector<std::string>& hosts, int ports, int base = 8471) {
+std::string slicebuilder(const std::string& hosts, int ports, int base = 8471) {
   return topology::address_list(hosts, ports, base);
 }
 
-std::vector<std::string> dns(int replica, int hosts, const std::string& svc = "c-headless") {
+std::string dns(int replica, int hosts, const std::string& svc = "c-headless") {
   return topology::worker_hostnames("g", replica, hosts, svc);
 }
 
@@ -248,7 +248,7 @@ TEST_CASE("M5: single-host slices (E2, E7): no hostnames, localhost slicebuilder
                          "TORCH_TPU_TOPOLOGY", "TORCH_TPU_SLICEBUILDER_ADDRESSES", "TPU_WORKER_ID",
                          "TPU_NAME", "TPU_DEVICE_PLUGIN_HOST_IP", "TPU_DEVICE_PLUGIN_ADDR"});
   CHECK(r.value("TORCH_TPU_TOPOLOGY") == torch);
-  CHECK(r.value("TORCH_TPU_SLICEBUILDER_ADDRESSES") == slicebuilder({"localhost"}, ports));
+  CHECK(r.value("TORCH_TPU_SLICEBUILDER_ADDRESSES") == slicebuilder("localhost", ports));
   CHECK(r.value("TPU_WORKER_ID") == "0");
   CHECK(r.value("TPU_NAME") == "g-3");
   // M4: single host without MEGASCALE_NUM_SLICES: no DNS identity, no affinity.
@@ -406,12 +406,12 @@ TEST_CASE("M5: each var is set only if not present, with the spec's exceptions",
        json::parse(
            R"([{"name": "TPU_WORKER_HOSTNAMES", "value": "localhost"}, {"name": "X", "value": "1"}])"),
        "TPU_WORKER_HOSTNAMES",
-       json{{"name", "TPU_WORKER_HOSTNAMES"}, {"value", topology::join(dns(0, 4))}}, 0, ""},
+       json{{"name", "TPU_WORKER_HOSTNAMES"}, {"value", dns(0, 4)}}, 0, ""},
       {"hostnames-empty-replaced-in-place", "4x4",
        json::parse(
            R"([{"name": "TPU_WORKER_HOSTNAMES", "value": ""}, {"name": "X", "value": "1"}])"),
        "TPU_WORKER_HOSTNAMES",
-       json{{"name", "TPU_WORKER_HOSTNAMES"}, {"value", topology::join(dns(0, 4))}}, 0, ""},
+       json{{"name", "TPU_WORKER_HOSTNAMES"}, {"value", dns(0, 4)}}, 0, ""},
       {"hostnames-user-kept", "4x4",
        json::parse(R"([{"name": "TPU_WORKER_HOSTNAMES", "value": "a,b,c,d"}])"),
        "TPU_WORKER_HOSTNAMES", json{{"name", "TPU_WORKER_HOSTNAMES"}, {"value", "a,b,c,d"}}, 0,
@@ -423,9 +423,9 @@ TEST_CASE("M5: each var is set only if not present, with the spec's exceptions",
        "TPU_WORKER_HOSTNAMES", json{{"name", "TPU_WORKER_HOSTNAMES"}, {"valueFrom", kUserFrom}}, 0,
        ""},
       {"hostnames-equal-untouched", "4x4",
-       json::array({{{"name", "TPU_WORKER_HOSTNAMES"}, {"value", topology::join(dns(0, 4))}}}),
+       json::array({{{"name", "TPU_WORKER_HOSTNAMES"}, {"value", dns(0, 4)}}}),
        "TPU_WORKER_HOSTNAMES",
-       json{{"name", "TPU_WORKER_HOSTNAMES"}, {"value", topology::join(dns(0, 4))}}, 0, ""},
+       json{{"name", "TPU_WORKER_HOSTNAMES"}, {"value", dns(0, 4)}}, 0, ""},
       // Single host: TPU_WORKER_HOSTNAMES is none of the webhook's business.
       {"hostnames-single-host-absent", "2x4", json::array(), "TPU_WORKER_HOSTNAMES", json(), -1,
        ""},
@@ -456,7 +456,7 @@ TEST_CASE("M5: each var is set only if not present, with the spec's exceptions",
       {"slicebuilder-from-user-hostnames", "4x4",
        json::parse(R"([{"name": "TPU_WORKER_HOSTNAMES", "value": "a,b"}])"),
        "TORCH_TPU_SLICEBUILDER_ADDRESSES",
-       json{{"name", "TORCH_TPU_SLICEBUILDER_ADDRESSES"}, {"value", slicebuilder({"a", "b"}, 8)}},
+       json{{"name", "TORCH_TPU_SLICEBUILDER_ADDRESSES"}, {"value", slicebuilder("a,b", 8)}},
        -1, "kept TPU_WORKER_HOSTNAMES=\"a,b\""},
       // ... one that does not is not used, and M7 warns.
       {"slicebuilder-user-hostnames-not-dividing", "4x4",
@@ -501,7 +501,7 @@ TEST_CASE("M5: each var is set only if not present, with the spec's exceptions",
        json::parse(R"([{"name": "TPU_WORKER_HOSTNAMES", "value": "a,b"}])"),
        "TORCH_TPU_SLICEBUILDER_ADDRESSES",
        json{{"name", "TORCH_TPU_SLICEBUILDER_ADDRESSES"},
-            {"value", slicebuilder({"localhost"}, 8)}},
+            {"value", slicebuilder("localhost", 8)}},
        -1, ""},
       // M5.4 TPU_WORKER_ID (host 2 of 4 in these rows; single host: 0).
       {"worker-id-literal-replaced-in-place", "4x4",
@@ -681,7 +681,7 @@ TEST_CASE("M4: hostname, subdomain and affinity of a multi-host Pod", "[podpatch
   Outcome r = run("affinity-" + row, pod, o);
   CHECK(r.mutated["spec"]["hostname"] == "g-1-3");
   CHECK(r.mutated["spec"]["subdomain"] == "c-headless-worker-svc");
-  CHECK(r.value("TPU_WORKER_HOSTNAMES") == topology::join(dns(1, 4, "c-headless-worker-svc")));
+  CHECK(r.value("TPU_WORKER_HOSTNAMES") == dns(1, 4, "c-headless-worker-svc"));
   json expected = json::object();
   podpatch::merge_affinity(expected, {key, value, "c", "cloud.google.com/gce-topology-block"});
   CHECK(r.mutated["spec"]["affinity"] == expected["spec"]["affinity"]);

@@ -9,13 +9,15 @@ using Strings = std::vector<std::string>;
 
 TEST_CASE("M5.2: worker_hostnames are the DNS names of the replica's hosts",
           "[topology][addresses]") {
-  CHECK(topology::worker_hostnames("g", 0, 2, "c-headless") ==
-        Strings{"g-0-0.c-headless", "g-0-1.c-headless"});
+  CHECK(topology::worker_hostnames("g", 0, 2, "c-headless") == "g-0-0.c-headless,g-0-1.c-headless");
   CHECK(topology::worker_hostnames("tpu-group", 3, 4, "rc-headless") ==
-        Strings{"tpu-group-3-0.rc-headless", "tpu-group-3-1.rc-headless",
-                "tpu-group-3-2.rc-headless", "tpu-group-3-3.rc-headless"});
-  CHECK(topology::worker_hostnames("g", 0, 1, "s") == Strings{"g-0-0.s"});
+        "tpu-group-3-0.rc-headless,tpu-group-3-1.rc-headless,"
+        "tpu-group-3-2.rc-headless,tpu-group-3-3.rc-headless");
+  CHECK(topology::worker_hostnames("g", 0, 1, "s") == "g-0-0.s");
   CHECK(topology::worker_hostnames("g", 0, 0, "s").empty());
+  // Hosts 10 and up take a digit more: the size computed beforehand is the size made.
+  CHECK(topology::worker_hostnames("g", 12, 11, "s").size() ==
+        10 * std::string("g-12-0.s").size() + std::string("g-12-10.s").size() + 10);
 }
 
 TEST_CASE("M5.2: join and split_list", "[topology][addresses]") {
@@ -71,18 +73,24 @@ TEST_CASE("M5.2: join and split_list", "[topology][addresses]") {
 }
 
 TEST_CASE("M5.2/M5.3: address_list is host-major, ports ascending", "[topology][addresses]") {
-  auto [entries, ports, base, text] = GENERATE(table<Strings, int, int, std::string>({
-      {{"h0", "h1"}, 2, 8471, "h0:8471,h0:8472,h1:8471,h1:8472"},
-      {{"h0", "h1", "h2"}, 1, 8471, "h0:8471,h1:8471,h2:8471"},
-      {{"localhost"}, 4, 8471, "localhost:8471,localhost:8472,localhost:8473,localhost:8474"},
-      {{"localhost"}, 2, 9000, "localhost:9000,localhost:9001"},
-      {{"a"}, 1, 1, "a:1"},
+  auto [entries, ports, base, text] = GENERATE(table<std::string, int, int, std::string>({
+      {"h0,h1", 2, 8471, "h0:8471,h0:8472,h1:8471,h1:8472"},
+      {"h0,h1,h2", 1, 8471, "h0:8471,h1:8471,h2:8471"},
+      {"localhost", 4, 8471, "localhost:8471,localhost:8472,localhost:8473,localhost:8474"},
+      {"localhost", 2, 9000, "localhost:9000,localhost:9001"},
+      {"a", 1, 1, "a:1"},
+      {"a,bb", 2, 8471, "a:8471,a:8472,bb:8471,bb:8472"},
+      {"h9,h10", 1, 9999, "h9:9999,h10:9999"},
       // Nothing to list.
-      {Strings{}, 4, 8471, ""},
-      {{"h0"}, 0, 8471, ""},
+      {"", 4, 8471, ""},
+      {"h0", 0, 8471, ""},
   }));
-  CAPTURE(text);
+  CAPTURE(entries, text);
   CHECK(topology::address_list(entries, ports, base) == text);
+  // address_list_size counts the entries' bytes without their commas.
+  std::size_t count = topology::list_size(entries);
+  CHECK(topology::address_list_size(entries.size() - (count > 0 ? count - 1 : 0), count, ports,
+                                    base) == text.size());
 }
 
 TEST_CASE("M5.3: torch_tpu_topology gives 3 numbers, plus ,2 on TPU7x", "[topology][addresses]") {

@@ -17,16 +17,16 @@ constexpr std::string_view kSvc = "c-headless";
 std::string h(int i) { return "g-0-" + std::to_string(i) + ".c-headless"; }
 
 // The worker host list M5.3 uses: the hosts' DNS names, or localhost on a single host.
-std::vector<std::string> host_entries(const topology::Slice& s) {
+std::string host_entries(const topology::Slice& s) {
   if (!s.multi_host()) {
-    return {"localhost"};
+    return "localhost";
   }
   return topology::worker_hostnames("g", 0, s.hosts(), kSvc);
 }
 
 std::string slicebuilder(const topology::Slice& s) {
-  std::vector<std::string> entries = host_entries(s);
-  int ports = s.chips() / static_cast<int>(entries.size()) * s.chiplets();
+  std::string entries = host_entries(s);
+  int ports = s.chips() / static_cast<int>(topology::list_size(entries)) * s.chiplets();
   return topology::address_list(entries, ports, 8471);
 }
 
@@ -85,12 +85,12 @@ TEST_CASE("Terms/Slice: E1 and E6 address lists in full", "[topology][slice]") {
       }
     }
     CHECK(slicebuilder(s) == want);
-    CHECK(topology::join(host_entries(s)) == h(0) + "," + h(1) + "," + h(2) + "," + h(3));
+    CHECK(host_entries(s) == h(0) + "," + h(1) + "," + h(2) + "," + h(3));
   }
   SECTION("E6 tpu7x 2x2x2: hostnames, process addresses and slicebuilder") {
     topology::Slice s = *topology::Slice::create({"tpu7x", "2x2x2", 4});
-    std::vector<std::string> hosts = host_entries(s);
-    CHECK(topology::join(hosts) == "g-0-0.c-headless,g-0-1.c-headless");
+    std::string hosts = host_entries(s);
+    CHECK(hosts == "g-0-0.c-headless,g-0-1.c-headless");
     // TPU_PROCESS_ADDRESSES: one entry per process (one TPU container per host).
     CHECK(topology::address_list(hosts, 1, 8471) == "g-0-0.c-headless:8471,g-0-1.c-headless:8471");
     CHECK(slicebuilder(s) ==
@@ -115,7 +115,7 @@ TEST_CASE("Terms/Slice: E1 and E6 address lists in full", "[topology][slice]") {
     for (int i = 0; i < 16; ++i) {
       CHECK(process[static_cast<std::size_t>(i)] == h(i) + ":8471");
     }
-    CHECK(topology::join(host_entries(s)).starts_with(h(0) + "," + h(1) + ","));
+    CHECK(host_entries(s).starts_with(h(0) + "," + h(1) + ","));
   }
 }
 
