@@ -194,10 +194,10 @@ std::size_t RequestParser::feed_head(std::string_view data) {
     return take;
   }
   head_bytes_ += line_.size() + 1;
-  std::string line;
-  if (end_line(line, "a line of the request head ends in a bare LF; HTTP lines end in CRLF")) {
-    take_line(line);
+  if (end_line("a line of the request head ends in a bare LF; HTTP lines end in CRLF")) {
+    take_line(line_);
   }
+  line_.clear();  // its buffer stays, for the next line
   return take;
 }
 
@@ -208,13 +208,11 @@ std::size_t RequestParser::line_extent(std::string_view data, bool& has_lf) {
                 : data.size();
 }
 
-bool RequestParser::end_line(std::string& line, std::string_view bare_lf) {
+bool RequestParser::end_line(std::string_view bare_lf) {
   if (line_.empty() || line_.back() != '\r') {
     return fail(400, std::string(bare_lf));
   }
   line_.pop_back();
-  line = std::move(line_);
-  line_.clear();
   return true;
 }
 
@@ -423,10 +421,10 @@ std::size_t RequestParser::feed_chunked(std::string_view data) {
     return take;
   }
   line_.append(data.data(), has_lf ? take - 1 : take);
-  std::string line;
-  if (!has_lf || !end_line(line, "malformed chunked body: a line ends in a bare LF")) {
+  if (!has_lf || !end_line("malformed chunked body: a line ends in a bare LF")) {
     return take;
   }
+  std::string_view line = line_;
   if (chunk_ == Chunk::kSize) {
     chunk_size_line(line);
   } else if (chunk_ == Chunk::kDataEnd) {
@@ -437,6 +435,7 @@ std::size_t RequestParser::feed_chunked(std::string_view data) {
   } else {
     trailer_line(line);
   }
+  line_.clear();
   return take;
 }
 

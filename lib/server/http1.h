@@ -95,8 +95,8 @@ class RequestParser {
   std::size_t feed_chunked(std::string_view data);
   // How much of `data` belongs to the current line: through its LF, or all of it.
   static std::size_t line_extent(std::string_view data, bool& has_lf);
-  // Moves the completed line_ into `line` without its CR; false (parser failed) on a bare LF.
-  bool end_line(std::string& line, std::string_view bare_lf);
+  // Takes the completed line_'s CR off; false (parser failed) on a bare LF.
+  bool end_line(std::string_view bare_lf);
   void take_line(std::string_view line);
   bool parse_request_line(std::string_view line);
   bool parse_header(std::string_view line);
