@@ -24,7 +24,10 @@ struct EnvRef {
 // of a variable the webhook neither reads nor writes (keys::webhook_env), which holds only its
 // place in the list. It is nlohmann's `discarded` value, which parsed JSON never holds and which
 // costs no allocation; it has no name, so find_env never returns it.
-inline json elided_env_entry() { return json(json::value_t::discarded); }
+inline json elided_env_entry() {
+  json entry(json::value_t::discarded);  // (braces would make an array holding it)
+  return entry;
+}
 inline bool is_elided_env_entry(const json& entry) { return entry.is_discarded(); }
 
 // The last entry named `name` in container["env"], or nullopt.

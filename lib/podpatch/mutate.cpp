@@ -23,7 +23,7 @@ namespace {
 
 // Values shared by every TPU container of the Pod.
 struct SliceValues {
-  std::string hostnames;  // multi-host: the DNS names of the replica's hosts, comma-joined
+  std::string hostnames;          // multi-host: the DNS names of the replica's hosts, comma-joined
   std::string process_addresses;  // TPU7x, when multi-host or several TPU containers
   std::string torch_topology;
   std::string slicebuilder;    // from the computed host list (or localhost); empty when omitted
@@ -106,8 +106,7 @@ class ContainerEnv {
       std::optional<EnvRef> e = find_env(c_, var);
       std::optional<std::string_view> lit = e ? literal_value(*e->entry) : std::nullopt;
       if (lit && *lit != value && replace(*lit)) {
-        changes_.env.push_back(
-            {EnvChange::Kind::kReplaceValue, e->index, var, value, false});
+        changes_.env.push_back({EnvChange::Kind::kReplaceValue, e->index, var, value, false});
         return;
       }
     }

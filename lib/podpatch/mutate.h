@@ -40,10 +40,10 @@ struct EnvChange {
     kReplaceValue,  // the literal value of the entry at `index` is replaced
   };
   Kind kind = Kind::kAppend;
-  std::size_t index = 0;   // kFill, kReplaceValue
+  std::size_t index = 0;  // kFill, kReplaceValue
   std::string_view name;  // one of the keys::k* variables: static storage, never copied
-  std::string value;     // the literal value, unless host_ip
-  bool host_ip = false;  // valueFrom fieldRef status.hostIP instead of a value (M5.6)
+  std::string value;      // the literal value, unless host_ip
+  bool host_ip = false;   // valueFrom fieldRef status.hostIP instead of a value (M5.6)
 };
 
 struct ContainerChanges {

@@ -172,6 +172,8 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
   void on_timer(const std::error_code& ec);
   void cancel_io();
   asio::awaitable<bool> wait_ready(Tcp::socket::wait_type what);
+  template <class Step>
+  asio::awaitable<Io> until_done(Step step);
   asio::awaitable<bool> handshake();
   asio::awaitable<Io> read_into_parser();
   asio::awaitable<bool> read_while(http1::State phase);
@@ -182,9 +184,18 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
   asio::awaitable<bool> read_body();
   asio::awaitable<bool> ended_early(Io io);
   asio::awaitable<HttpReply> handle();
-  asio::awaitable<bool> refuse_malformed();
-  asio::awaitable<bool> refuse(int status, std::string message, bool routed);
-  asio::awaitable<bool> refuse_late(bool busy);
+  // A refusal the connection answers before it closes; the flags (at most one) name a route's
+  // refusal, which `refuse` words once the head names the route.
+  // (Passed to refuse() as a named value: GCC 12 destroys a temporary argument of a coroutine
+  // twice.)
+  struct Refusal {
+    int status = 400;
+    std::string message;
+    bool too_large = false;  // the declared or chunked body is over max_body_bytes
+    bool timed_out = false;  // the deadline passed before the request was whole
+    bool busy = false;       // the deadline passed before the budget had room
+  };
+  asio::awaitable<bool> refuse(Refusal r);
   asio::awaitable<bool> answer(const HttpReply& reply, bool close, bool head_only);
   asio::awaitable<void> linger();
   void feed(std::string_view data);
@@ -320,25 +331,35 @@ asio::awaitable<bool> HttpServer::Connection::wait_ready(Tcp::socket::wait_type 
   co_return !ec && !expired_ && !woken_;
 }
 
-asio::awaitable<bool> HttpServer::Connection::handshake() {
+// Runs a non-blocking step (a read, a write or a handshake's) until it no longer asks to wait,
+// waiting for the socket in between: kOk, kEof, or kError (also when the wait ended at the
+// deadline or a wake).
+template <class Step>
+asio::awaitable<Io> HttpServer::Connection::until_done(Step step) {
   for (;;) {
-    int r = ssl_ == nullptr ? 1 : SSL_do_handshake(ssl_);
-    if (r == 1) {
-      co_return true;  // the deadline stays: the first request's first byte is due
-    }
-    Io io = ssl_result(ssl_, r);
+    Io io = step();
     if (io != Io::kWantRead && io != Io::kWantWrite) {
-      why_ = "TLS handshake failed";
-      co_return false;
+      co_return io;
     }
     auto what = io == Io::kWantRead ? Tcp::socket::wait_read : Tcp::socket::wait_write;
     if (!co_await wait_ready(what)) {
-      if (why_.empty()) {
-        why_ = "no request within --read-timeout";
-      }
-      co_return false;
+      co_return Io::kError;
     }
   }
+}
+
+asio::awaitable<bool> HttpServer::Connection::handshake() {
+  if (ssl_ == nullptr) {
+    co_return true;
+  }
+  Io io = co_await until_done([this] {
+    int r = SSL_do_handshake(ssl_);
+    return r == 1 ? Io::kOk : ssl_result(ssl_, r);
+  });
+  if (io != Io::kOk && why_.empty()) {
+    why_ = expired_ ? "no request within --read-timeout" : "TLS handshake failed";
+  }
+  co_return io == Io::kOk;  // the deadline stays: the first request's first byte is due
 }
 
 // --- Reading: bytes go to the parser as they arrive; what it does not take waits in in_.
@@ -356,30 +377,23 @@ void HttpServer::Connection::feed(std::string_view data) {
 // Reads what the socket has (waiting for it within the deadline) and feeds the parser. The first
 // byte of a request starts its deadline and makes the connection busy (no longer evictable).
 asio::awaitable<Io> HttpServer::Connection::read_into_parser() {
-  for (;;) {
-    std::size_t got = 0;
-    Io io = read_some(ssl_, socket_.native_handle(), scratch(), kReadChunk, got);
-    if (io == Io::kOk) {
-      if (!in_request_) {
-        int idle = kIdle;
-        if (!state_.compare_exchange_strong(idle, kBusy)) {  // evicted
-          wake_if_idle();
-          co_return Io::kError;
-        }
-        in_request_ = true;
-        set_deadline(Clock::now() + o_.read_timeout);
-      }
-      feed(std::string_view(scratch(), got));
-      co_return Io::kOk;
-    }
-    if (io != Io::kWantRead && io != Io::kWantWrite) {
-      co_return io;
-    }
-    auto what = io == Io::kWantRead ? Tcp::socket::wait_read : Tcp::socket::wait_write;
-    if (!co_await wait_ready(what)) {
+  std::size_t got = 0;
+  Io io = co_await until_done(
+      [&] { return read_some(ssl_, socket_.native_handle(), scratch(), kReadChunk, got); });
+  if (io != Io::kOk) {
+    co_return io;
+  }
+  if (!in_request_) {
+    int idle = kIdle;
+    if (!state_.compare_exchange_strong(idle, kBusy)) {  // evicted
+      wake_if_idle();
       co_return Io::kError;
     }
+    in_request_ = true;
+    set_deadline(Clock::now() + o_.read_timeout);
   }
+  feed(std::string_view(scratch(), got));  // nothing ran on this thread since the read
+  co_return Io::kOk;
 }
 
 asio::awaitable<bool> HttpServer::Connection::read_head() {
@@ -401,7 +415,8 @@ asio::awaitable<bool> HttpServer::Connection::read_head() {
 // deadline cut a request short, else a quiet close.
 asio::awaitable<bool> HttpServer::Connection::ended_early(Io io) {
   if (expired_ && in_request_) {
-    co_return co_await refuse_late(false);
+    Refusal late{.status = 408, .message = std::string(kReadTimeoutMessage), .timed_out = true};
+    co_return co_await refuse(std::move(late));
   }
   if (!why_.empty()) {
     co_return false;  // woken to close
@@ -427,14 +442,13 @@ asio::awaitable<bool> HttpServer::Connection::take_budget() {
   std::uint64_t body = h.chunked ? o_.limits.max_body_bytes : h.content_length.value_or(0);
   std::uint64_t charge = body * (1 + o_.parse_bytes_per_body_byte) + kGrantOverhead;
   if (charge > budget->capacity()) {
-    co_return co_await refuse(
-        413,
-        "this request would hold " + std::to_string(charge >> 20) +
-            " MiB in memory, more than the in-flight budget of " +
-            std::to_string(budget->capacity() >> 20) +
-            " MiB (three quarters of --memory-limit); send a smaller body or raise "
-            "--memory-limit",
-        false);
+    Refusal never{.status = 413,
+                  .message = "this request would hold " + std::to_string(charge >> 20) +
+                             " MiB in memory, more than the in-flight budget of " +
+                             std::to_string(budget->capacity() >> 20) +
+                             " MiB (three quarters of --memory-limit); send a smaller body or "
+                             "raise --memory-limit"};
+    co_return co_await refuse(std::move(never));
   }
   if (budget->try_acquire(charge)) {
     charged_ = charge;
@@ -451,7 +465,12 @@ asio::awaitable<bool> HttpServer::Connection::take_budget() {
   std::error_code ec;
   co_await wake.async_wait(asio::redirect_error(asio::use_awaitable, ec));
   if (!*granted && budget->withdraw(ticket)) {
-    co_return co_await refuse_late(true);
+    Refusal busy{.status = 503,
+                 .message =
+                     "the in-flight memory budget stayed full until --read-timeout "
+                     "passed; retry",
+                 .busy = true};
+    co_return co_await refuse(std::move(busy));
   }
   while (!*granted) {  // granted as the deadline passed: its notice is on the way
     wake.expires_at(Clock::time_point::max());
@@ -484,8 +503,11 @@ asio::awaitable<bool> HttpServer::Connection::read_while(http1::State phase) {
       co_return co_await ended_early(io);
     }
   }
-  if (parser_.state() == http1::State::kError) {
-    co_return co_await refuse_malformed();
+  if (parser_.state() == http1::State::kError) {  // a body over the limit names its route
+    const http1::ParseError& e = parser_.error();
+    Refusal malformed{
+        .status = e.status, .message = e.message, .too_large = parser_.head().body_too_large};
+    co_return co_await refuse(std::move(malformed));
   }
   co_return true;
 }
@@ -523,55 +545,29 @@ asio::awaitable<HttpReply> HttpServer::Connection::handle() {
       asio::use_awaitable);
 }
 
-// What the parser refused; a body over the limit (declared or chunked) names its route.
-asio::awaitable<bool> HttpServer::Connection::refuse_malformed() {
-  const http1::ParseError& e = parser_.error();
+// A refusal, answered, then the connection closes. One that names a route once the head does is
+// worded by `refuse`, with the body's first bytes, so it can be an AdmissionReview denial naming
+// the request's uid; any other is a metav1 Status of its own.
+asio::awaitable<bool> HttpServer::Connection::refuse(Refusal r) {
   const http1::Head& h = parser_.head();
-  bool routed = h.body_too_large && !h.path.empty();
-  co_return co_await refuse(e.status, e.message, routed);
-}
-
-// A request the parser refused, or one the budget can never hold: answered, then the connection
-// closes. One that knows its route (413 from the declared length) is worded by `refuse`, with
-// the body's first bytes, so it can be an AdmissionReview denial naming the request's uid.
-asio::awaitable<bool> HttpServer::Connection::refuse(int status, std::string message, bool routed) {
-  if (o_.on_request) {
-    o_.on_request(parser_.head().path);
-  }
-  HttpReply reply;
-  if (routed && o_.refuse) {
-    HttpRequestView v = view();
-    std::string prefix = in_.substr(0, kPrefixBytes);
-    if (v.body.empty()) {
-      v.body = prefix;
-    }
-    v.too_large = true;
-    reply = o_.refuse(v);
-  } else {
-    reply = status_reply(status, std::move(message));
-  }
-  co_return co_await answer(reply, true, false);
-}
-
-// The deadline passed before the request was whole (408), or before the budget had room (503):
-// worded by `refuse` once the head names a route, else a metav1 Status.
-asio::awaitable<bool> HttpServer::Connection::refuse_late(bool busy) {
-  const http1::Head& h = parser_.head();
-  HttpReply reply;
-  if (parser_.state() != http1::State::kHead && !h.path.empty() && o_.refuse) {
-    HttpRequestView v = view();
-    std::string prefix = in_.substr(0, kPrefixBytes);
-    if (v.body.empty()) {
-      v.body = prefix;
-    }
-    v.timed_out = !busy;
-    v.busy = busy;
-    reply = o_.refuse(v);
-  } else {
-    reply = status_reply(408, std::string(kReadTimeoutMessage));
-  }
   if (o_.on_request) {
     o_.on_request(h.path);
+  }
+  bool routed = (r.too_large || r.timed_out || r.busy) && !h.path.empty() &&
+                parser_.state() != http1::State::kHead && o_.refuse;
+  HttpReply reply;
+  if (routed) {
+    HttpRequestView v = view();
+    std::string prefix = in_.substr(0, kPrefixBytes);
+    if (v.body.empty()) {
+      v.body = prefix;
+    }
+    v.too_large = r.too_large;
+    v.timed_out = r.timed_out;
+    v.busy = r.busy;
+    reply = o_.refuse(v);
+  } else {
+    reply = status_reply(r.status, std::move(r.message));
   }
   co_return co_await answer(reply, true, false);
 }
@@ -625,18 +621,12 @@ asio::awaitable<bool> HttpServer::Connection::answer(const HttpReply& reply, boo
 asio::awaitable<bool> HttpServer::Connection::write_all(std::string_view data) {
   while (!data.empty()) {
     std::size_t put = 0;
-    Io io = write_some(ssl_, socket_.native_handle(), data.data(), data.size(), put);
-    if (io == Io::kOk) {
-      data.remove_prefix(put);
-      continue;
-    }
-    if (io != Io::kWantWrite && io != Io::kWantRead) {
+    Io io = co_await until_done(
+        [&] { return write_some(ssl_, socket_.native_handle(), data.data(), data.size(), put); });
+    if (io != Io::kOk) {
       co_return false;
     }
-    auto what = io == Io::kWantRead ? Tcp::socket::wait_read : Tcp::socket::wait_write;
-    if (!co_await wait_ready(what)) {
-      co_return false;
-    }
+    data.remove_prefix(put);
   }
   co_return true;
 }
@@ -651,17 +641,11 @@ asio::awaitable<void> HttpServer::Connection::linger() {
   std::error_code ec;
   socket_.shutdown(Tcp::socket::shutdown_send, ec);
   set_deadline(Clock::now() + kLingerTime);
-  for (;;) {
-    ssize_t r = ::recv(socket_.native_handle(), scratch(), kReadChunk, 0);
-    if (r > 0) {
-      continue;
-    }
-    if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-      break;
-    }
-    if (!co_await wait_ready(Tcp::socket::wait_read)) {
-      break;
-    }
+  Io io = Io::kOk;
+  while (io == Io::kOk) {  // the raw bytes, past the TLS session
+    std::size_t got = 0;
+    io = co_await until_done(
+        [&] { return read_some(nullptr, socket_.native_handle(), scratch(), kReadChunk, got); });
   }
   why_ = "";
 }

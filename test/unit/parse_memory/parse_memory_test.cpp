@@ -73,7 +73,7 @@ double check_bound(const std::string& name, const std::string& body) {
     CHECK(m.fast <= estimate);    // for the server's fast path too
     CHECK(m.parse <= estimate);   // even for the parse that decode refused to run
   }
-  CHECK(m.uid <= bound);        // a refusal still reads the uid
+  CHECK(m.uid <= bound);  // a refusal still reads the uid
   if (m.accepted) {
     CHECK(m.decode <= bound);
     CHECK(m.fast <= bound);
