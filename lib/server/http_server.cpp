@@ -171,7 +171,6 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
   void set_deadline(Clock::time_point t);
   void on_timer(const std::error_code& ec);
   void cancel_io();
-  asio::awaitable<bool> wait_ready(Tcp::socket::wait_type what);
   template <class Step>
   asio::awaitable<Io> until_done(Step step);
   asio::awaitable<bool> handshake();
@@ -320,20 +319,9 @@ bool HttpServer::Connection::try_evict() {
   return state_.compare_exchange_strong(idle, kEvicted);
 }
 
-// False when the connection should close instead: the deadline passed, it was woken to close,
-// or the socket failed.
-asio::awaitable<bool> HttpServer::Connection::wait_ready(Tcp::socket::wait_type what) {
-  if (expired_ || woken_) {
-    co_return false;
-  }
-  std::error_code ec;
-  co_await socket_.async_wait(what, asio::redirect_error(asio::use_awaitable, ec));
-  co_return !ec && !expired_ && !woken_;
-}
-
 // Runs a non-blocking step (a read, a write or a handshake's) until it no longer asks to wait,
-// waiting for the socket in between: kOk, kEof, or kError (also when the wait ended at the
-// deadline or a wake).
+// waiting for the socket in between: kOk, kEof, or kError (also when the socket failed, the
+// deadline passed or the connection was woken to close).
 template <class Step>
 asio::awaitable<Io> HttpServer::Connection::until_done(Step step) {
   for (;;) {
@@ -341,8 +329,13 @@ asio::awaitable<Io> HttpServer::Connection::until_done(Step step) {
     if (io != Io::kWantRead && io != Io::kWantWrite) {
       co_return io;
     }
+    if (expired_ || woken_) {
+      co_return Io::kError;
+    }
+    std::error_code ec;
     auto what = io == Io::kWantRead ? Tcp::socket::wait_read : Tcp::socket::wait_write;
-    if (!co_await wait_ready(what)) {
+    co_await socket_.async_wait(what, asio::redirect_error(asio::use_awaitable, ec));
+    if (ec || expired_ || woken_) {
       co_return Io::kError;
     }
   }
