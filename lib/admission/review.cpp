@@ -6,6 +6,7 @@
 
 #include "base/encoding/base64.h"
 #include "base/json/access.h"
+#include "base/json/write.h"
 #include "podpatch/reasons.h"
 
 namespace admission {

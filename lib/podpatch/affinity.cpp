@@ -1,5 +1,6 @@
 #include "podpatch/affinity.h"
 
+#include <iterator>
 #include <map>
 
 #include "base/json/access.h"
