@@ -113,7 +113,8 @@ std::string post(const std::string& path, const std::string& body, const std::st
 
 // An HttpServer on 127.0.0.1 answering "<method> <path> <body size> <flags>" as text.
 struct TestServer {
-  explicit TestServer(server::HttpServerOptions options) {
+  // `route_refusals` false: no `refuse`, so the transport words every refusal itself.
+  explicit TestServer(server::HttpServerOptions options, bool route_refusals = true) {
     if (!options.handler) {
       options.handler = [this](const server::HttpRequestView& r) {
         ++handled;
@@ -128,7 +129,7 @@ struct TestServer {
         return reply;
       };
     }
-    if (!options.refuse) {
+    if (!options.refuse && route_refusals) {
       options.refuse = options.handler;  // refusals are worded as the route's answers are
     }
     options.on_response = [this](std::string_view, int code, std::chrono::nanoseconds) {
@@ -397,6 +398,23 @@ TEST_CASE("a request that cannot get budget before its deadline is answered busy
   std::string answer = c.read_all();
   CHECK_THAT(answer, Catch::Contains("POST /late ") && Catch::EndsWith(" busy"));
   CHECK(std::stoul(answer.substr(answer.find("/late ") + 6)) <= 65536);
+  CHECK(budget.in_use() == (2 << 20));
+}
+
+TEST_CASE("without a route's wording, a request left without budget is a 503 Status",
+          "[transport]") {
+  server::MemoryBudget budget(3 << 20);
+  REQUIRE(budget.try_acquire(2 << 20));  // held by someone else throughout
+  server::HttpServerOptions o = small();
+  o.budget = &budget;
+  o.parse_bytes_per_body_byte = 1;
+  TestServer s(std::move(o), /*route_refusals=*/false);
+  Socket c(s.port);
+  c.send(post("/late", std::string(1 << 20, 'x')));
+  std::string answer = c.read_all();
+  CHECK_THAT(answer, Catch::StartsWith("HTTP/1.1 503 ") && Catch::Contains("\"code\":503") &&
+                         Catch::Contains("--read-timeout passed; retry"));
+  CHECK(s.handled == 0);
   CHECK(budget.in_use() == (2 << 20));
 }
 
