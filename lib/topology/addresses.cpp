@@ -18,38 +18,6 @@ std::string worker_hostnames(std::string_view group, int replica, int hosts, std
   return out;
 }
 
-std::string join(std::span<const std::string> items) {
-  std::size_t size = 0;
-  for (const std::string& s : items) {
-    size += s.size() + 1;
-  }
-  std::string out;
-  out.reserve(size);
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    if (i > 0) {  // by position: an empty first item still gets its comma
-      out.push_back(',');
-    }
-    out.append(items[i]);
-  }
-  return out;
-}
-
-std::vector<std::string> split_list(std::string_view text) {
-  std::vector<std::string> out;
-  if (text.empty()) {
-    return out;
-  }
-  std::size_t start = 0;
-  while (true) {
-    std::size_t comma = text.find(',', start);
-    out.emplace_back(text.substr(start, comma - start));
-    if (comma == std::string_view::npos) {
-      return out;
-    }
-    start = comma + 1;
-  }
-}
-
 std::size_t list_size(std::string_view text) {
   return text.empty() ? 0 : static_cast<std::size_t>(std::count(text.begin(), text.end(), ',')) + 1;
 }

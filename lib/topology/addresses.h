@@ -8,10 +8,8 @@
 //   topology::torch_tpu_topology(shape, 2);           // "2,2,2,2" on TPU7x 2x2x2
 
 #include <cstddef>
-#include <span>
 #include <string>
 #include <string_view>
-#include <vector>
 
 #include "topology/shape.h"
 
@@ -29,20 +27,15 @@ struct Ports {
 // (a 2,304-host slice is one allocation, not one per host).
 std::string worker_hostnames(std::string_view group, int replica, int hosts, std::string_view svc);
 
-// Comma-joined, no spaces.
-std::string join(std::span<const std::string> items);
-
-// Splits a comma-separated list; an empty text gives no items. Items are not trimmed.
-std::vector<std::string> split_list(std::string_view text);
-
-// How many items split_list(text) gives, without making them: 0 for "", else commas + 1.
+// How many items the comma-separated `text` holds, without splitting it: 0 for "", else
+// commas + 1 (an empty item counts; items are not trimmed).
 std::size_t list_size(std::string_view text);
 
-// Whether split_list(text) gives an empty item: `text` starts or ends with a comma or holds ",,".
+// Whether the comma-separated `text` holds an empty item: it starts or ends with a comma or
+// holds ",,".
 bool list_has_empty_item(std::string_view text);
 
-// "<entry>:<port>" for each entry of the comma-separated `entries` (split_list's items, in
-// order), for ports port_base .. port_base+ports_per_entry-1: host-major, port ascending,
+// "<entry>:<port>" for each entry of the comma-separated `entries` (in order), for ports port_base .. port_base+ports_per_entry-1: host-major, port ascending,
 // comma-joined, made at once. Slicebuilder addresses use one port per device of a host; TPU
 // process addresses one per TPU container.
 std::string address_list(std::string_view entries, int ports_per_entry, int port_base);

@@ -226,7 +226,7 @@ TEST_CASE("M5: env order and values, multi-host tpu7x 2x2x2 with multi-slice (E6
   CHECK(r.value("TPU_PROCESS_PORT") == "8471");
   CHECK(r.value("TORCH_TPU_TOPOLOGY") == "2,2,2,2");
   CHECK(r.value("TORCH_TPU_SLICEBUILDER_ADDRESSES") == slicebuilder(dns(1, 2), 8));
-  CHECK(topology::split_list(r.value("TORCH_TPU_SLICEBUILDER_ADDRESSES")).size() == 16);
+  CHECK(testing::split_list(r.value("TORCH_TPU_SLICEBUILDER_ADDRESSES")).size() == 16);
   CHECK(r.value("TPU_WORKER_ID") == "1");
   CHECK(r.value("TPU_NAME") == "g-1");
   CHECK(r.mutated["spec"]["hostname"] == "g-1-1");
@@ -289,7 +289,7 @@ TEST_CASE("M5.2/M5.4: tpu7x with two TPU containers (NUMA-aligned), per-containe
     CHECK(r.value("TPU_WORKER_ID", i) == std::to_string(slot.host * 2 + k));
     CHECK(r.value("TORCH_TPU_TOPOLOGY", i) == (topo == "2x2x2" ? "2,2,2,2" : "2,2,1,2"));
     // Devices per host: 4 chips x 2 chiplets, whichever container reads it.
-    CHECK(topology::split_list(r.value("TORCH_TPU_SLICEBUILDER_ADDRESSES", i)).size() ==
+    CHECK(testing::split_list(r.value("TORCH_TPU_SLICEBUILDER_ADDRESSES", i)).size() ==
           (topo == "2x2x2" ? 16u : 8u));
   }
   // The sidecar is not a TPU container: untouched.

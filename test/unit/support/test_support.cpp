@@ -142,4 +142,19 @@ std::string env_of(const json& pod, const std::string& name, std::size_t index) 
   return value;
 }
 
+std::vector<std::string> split_list(std::string_view text) {
+  std::vector<std::string> out;
+  if (text.empty()) {
+    return out;
+  }
+  std::size_t start = 0;
+  std::size_t comma = 0;
+  do {
+    comma = text.find(',', start);
+    out.emplace_back(text.substr(start, comma - start));
+    start = comma + 1;
+  } while (comma != std::string_view::npos);
+  return out;
+}
+
 }  // namespace testing

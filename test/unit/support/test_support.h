@@ -4,6 +4,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "admission/handler.h"
@@ -58,6 +59,10 @@ json readable(const admission::Response& response);
 
 // Applies the response's patch to `original` (an empty patch leaves it as is).
 json apply(const json& original, const admission::Response& response);
+
+// The items of a comma-separated list ("" has none; items are not trimmed): how the tests read
+// the address lists the webhook writes.
+std::vector<std::string> split_list(std::string_view text);
 
 // The literal env value `name` of container `index` in a Pod, or "" when absent.
 std::string env_of(const json& pod, const std::string& name, std::size_t index = 0);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "support/test_support.h"
 #include "topology/addresses.h"
 
 namespace {
@@ -67,7 +68,7 @@ TEST_CASE("Terms/Slice: worked examples E1-E8 of docs/topology.md §4", "[topolo
   CHECK(s->total_devices() == total);
   CHECK(topology::torch_tpu_topology(s->shape(), s->chiplets()) == torch_topology);
   // TORCH_TPU_SLICEBUILDER_ADDRESSES: one entry per logical device, host-major.
-  std::vector<std::string> list = topology::split_list(slicebuilder(*s));
+  std::vector<std::string> list = testing::split_list(slicebuilder(*s));
   CHECK(static_cast<int>(list.size()) == total);
   CHECK(list.front() == first);
   CHECK(list.back() == last);
@@ -110,7 +111,7 @@ TEST_CASE("Terms/Slice: E1 and E6 address lists in full", "[topology][slice]") {
   SECTION("E8 tpu7x 4x4x4: TPU_PROCESS_ADDRESSES is H0:8471 ... H15:8471") {
     topology::Slice s = *topology::Slice::create({"tpu7x", "4x4x4", 4});
     std::vector<std::string> process =
-        topology::split_list(topology::address_list(host_entries(s), 1, 8471));
+        testing::split_list(topology::address_list(host_entries(s), 1, 8471));
     REQUIRE(process.size() == 16);
     for (int i = 0; i < 16; ++i) {
       CHECK(process[static_cast<std::size_t>(i)] == h(i) + ":8471");
