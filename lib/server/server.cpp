@@ -115,10 +115,39 @@ webhook::Result<std::unique_ptr<WebhookServer>> WebhookServer::start(
   return s;
 }
 
-// Startup wiring, once per process; off the request path, so longer than 60 lines.
-// NOLINTNEXTLINE(readability-function-size)
+// Startup, once per process: the serving identity, the two ports, then serving.
 webhook::Status WebhookServer::init() {
-  // The serving identity, from flags or files; a broken one at start is fatal.
+  webhook::Result<std::shared_ptr<const Identity>> id = load_serving_identity();
+  if (!id) {
+    return id.error();
+  }
+  std::uint64_t memory_limit =
+      config_.memory_limit != 0 ? config_.memory_limit : cgroup_memory_limit();
+  if (memory_limit == 0) {
+    memory_limit = kDefaultMemoryLimit;
+  }
+  RETURN_IF_ERROR(open_ports(memory_limit / 4 * 3));
+  start_serving();
+  log_.info("serving", {{"https", ListenAddress{config_.https_address.host, https_port_}.text()},
+                        {"health", ListenAddress{config_.health_address.host, health_port_}.text()},
+                        {"certificate_subject", (*id)->subject()},
+                        {"certificate_serial", (*id)->serial()},
+                        {"certificate_not_after", iso_time((*id)->not_after())},
+                        {"certificate_reload", config_.cert_pem.empty()},
+                        {"memory_limit", memory_limit},
+                        {"in_flight_budget", budget_->capacity()}});
+  std::uint64_t largest = largest_granted_body(budget_->capacity());
+  if (largest < config_.max_body_bytes) {
+    log_.warn("the in-flight memory budget grants no body over " + std::to_string(largest) +
+                  " bytes; larger ones up to --max-body-bytes are refused (413)",
+              {{"memory_limit", memory_limit}, {"fix", "raise --memory-limit"}});
+  }
+  return {};
+}
+
+// The serving identity, from flags or files, and the TLS context over it; a broken one at start
+// is fatal.
+webhook::Result<std::shared_ptr<const Identity>> WebhookServer::load_serving_identity() {
   std::string cert_pem = config_.cert_pem;
   std::string key_pem = config_.key_pem;
   std::string source = "--server-cert/--server-key";
@@ -146,14 +175,13 @@ webhook::Status WebhookServer::init() {
     return ctx.error();
   }
   ssl_ctx_ = std::move(*ctx);
+  return id;
+}
 
+// The HTTPS port, its requests in flight sharing `budget` bytes, and the health port, bound.
+webhook::Status WebhookServer::open_ports(std::uint64_t budget) {
   raise_descriptor_limit();
-  std::uint64_t memory_limit =
-      config_.memory_limit != 0 ? config_.memory_limit : cgroup_memory_limit();
-  if (memory_limit == 0) {
-    memory_limit = kDefaultMemoryLimit;
-  }
-  budget_ = std::make_unique<MemoryBudget>(memory_limit / 4 * 3);
+  budget_ = std::make_unique<MemoryBudget>(budget);
   HttpServerOptions https;
   https.ssl_ctx = ssl_ctx_.get();
   https.limits.max_head_bytes = config_.max_header_bytes;
@@ -187,17 +215,13 @@ webhook::Status WebhookServer::init() {
   health.refuse = health.handler;
   health_ = std::make_unique<HttpServer>(std::move(health), log_);
 
-  webhook::Result<int> hp = https_->bind(config_.https_address);
-  if (!hp) {
-    return hp.error();
-  }
-  https_port_ = *hp;
-  webhook::Result<int> lp = health_->bind(config_.health_address);
-  if (!lp) {
-    return lp.error();
-  }
-  health_port_ = *lp;
+  ASSIGN_OR_RETURN(https_port_, https_->bind(config_.https_address));
+  ASSIGN_OR_RETURN(health_port_, health_->bind(config_.health_address));
+  return {};
+}
 
+// The certificate watcher (when the identity comes from files) and the ports' threads.
+void WebhookServer::start_serving() {
   if (config_.cert_pem.empty()) {
     watcher_ = std::make_unique<CertificateWatcher>(
         *identities_, config_.cert_file, config_.key_file, config_.cert_poll_interval,
@@ -213,24 +237,6 @@ webhook::Status WebhookServer::init() {
   });
   health_thread_ = std::thread([this] { health_->serve(); });
   metrics_.set_ready(not_ready_reason().empty());
-
-  ListenAddress https_at{config_.https_address.host, https_port_};
-  ListenAddress health_at{config_.health_address.host, health_port_};
-  log_.info("serving", {{"https", https_at.text()},
-                        {"health", health_at.text()},
-                        {"certificate_subject", (*id)->subject()},
-                        {"certificate_serial", (*id)->serial()},
-                        {"certificate_not_after", iso_time((*id)->not_after())},
-                        {"certificate_reload", config_.cert_pem.empty()},
-                        {"memory_limit", memory_limit},
-                        {"in_flight_budget", budget_->capacity()}});
-  std::uint64_t largest = largest_granted_body(budget_->capacity());
-  if (largest < config_.max_body_bytes) {
-    log_.warn("the in-flight memory budget grants no body over " + std::to_string(largest) +
-                  " bytes; larger ones up to --max-body-bytes are refused (413)",
-              {{"memory_limit", memory_limit}, {"fix", "raise --memory-limit"}});
-  }
-  return {};
 }
 
 HttpReply WebhookServer::route(const HttpRequestView& request) const {

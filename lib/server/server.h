@@ -121,6 +121,9 @@ class WebhookServer {
   WebhookServer(const ServerConfig& config, const admission::Handler& handler, const Log& log,
                 ServerExtensions extensions);
   webhook::Status init();
+  webhook::Result<std::shared_ptr<const Identity>> load_serving_identity();
+  webhook::Status open_ports(std::uint64_t budget);
+  void start_serving();
   HttpReply route(const HttpRequestView& request) const;   // /mutate, /validate, the rest
   HttpReply route_health(const HttpRequestView& request);  // /healthz, /readyz, /metrics
   void on_reload(bool ok, const std::string& detail, const std::shared_ptr<const Identity>& id);
