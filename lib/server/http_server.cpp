@@ -175,6 +175,7 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
   asio::awaitable<Io> until_done(Step step);
   asio::awaitable<bool> handshake();
   asio::awaitable<Io> read_into_parser();
+  bool begin_request();
   asio::awaitable<bool> read_while(http1::State phase);
   asio::awaitable<bool> write_all(std::string_view data);
   asio::awaitable<bool> exchange();
@@ -376,29 +377,32 @@ asio::awaitable<Io> HttpServer::Connection::read_into_parser() {
   if (io != Io::kOk) {
     co_return io;
   }
-  if (!in_request_) {
-    int idle = kIdle;
-    if (!state_.compare_exchange_strong(idle, kBusy)) {  // evicted
-      wake_if_idle();
-      co_return Io::kError;
-    }
-    in_request_ = true;
-    set_deadline(Clock::now() + o_.read_timeout);
+  if (!in_request_ && !begin_request()) {
+    co_return Io::kError;
   }
   feed(std::string_view(scratch(), got));  // nothing ran on this thread since the read
   co_return Io::kOk;
 }
 
+// A request's first byte has arrived: the connection is busy (no longer evictable) and the
+// request's deadline starts. False when it was evicted just before.
+bool HttpServer::Connection::begin_request() {
+  int idle = kIdle;
+  if (!state_.compare_exchange_strong(idle, kBusy)) {
+    wake_if_idle();
+    return false;
+  }
+  in_request_ = true;
+  set_deadline(Clock::now() + o_.read_timeout);
+  return true;
+}
+
 asio::awaitable<bool> HttpServer::Connection::read_head() {
   parser_.reset();
   if (!in_.empty()) {  // pipelined: this request's first bytes are here already
-    int idle = kIdle;
-    if (!state_.compare_exchange_strong(idle, kBusy)) {  // evicted
-      wake_if_idle();
+    if (!begin_request()) {
       co_return false;
     }
-    in_request_ = true;
-    set_deadline(Clock::now() + o_.read_timeout);
     in_.erase(0, parser_.feed(in_));
   }
   co_return co_await read_while(http1::State::kHead);
