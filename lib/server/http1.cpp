@@ -169,7 +169,6 @@ std::size_t RequestParser::feed(std::string_view data) {
       used += feed_body(data.substr(used));
     }
   }
-  received_ += used;
   return used;
 }
 

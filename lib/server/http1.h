@@ -77,8 +77,6 @@ class RequestParser {
   const Head& head() const { return head_; }
   const std::string& body() const { return body_; }
   const ParseError& error() const { return error_; }
-  // Bytes of the current request received so far (head and body); 0 before its first byte.
-  std::size_t received() const { return received_; }
   // The body length still expected when the length is known (Content-Length), else 0.
   std::size_t body_remaining() const;
   // Reserves room for the declared body (the transport calls it once the memory is granted).
@@ -112,7 +110,6 @@ class RequestParser {
   ParseError error_;
   std::string line_;  // the current line of the head (or chunk framing), without its CRLF
   std::size_t head_bytes_ = 0;
-  std::size_t received_ = 0;
   int header_count_ = 0;
   bool saw_request_line_ = false;
   int host_count_ = 0;
