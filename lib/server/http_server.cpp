@@ -163,6 +163,8 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
   void wake_if_idle();
   Clock::rep idle_since() const { return idle_since_.load(); }  // read by evictions
   bool idle() const { return state_ == kIdle; }
+  // A byte of the current request has arrived (begin_request) and its answer is not written.
+  bool in_request() const { return state_ == kBusy; }
   asio::any_io_executor executor() { return socket_.get_executor(); }
   std::list<Connection*>::iterator place;
 
@@ -184,16 +186,20 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
   asio::awaitable<bool> read_body();
   asio::awaitable<bool> ended_early(Io io);
   asio::awaitable<HttpReply> handle();
-  // A refusal the connection answers before it closes; the flags (at most one) name a route's
-  // refusal, which `refuse` words once the head names the route.
+  // A refusal the connection answers before it closes. One of a route's kinds is worded by
+  // `refuse` once the head names the route (HttpRequestView's flag of the same name).
   // (Passed to refuse() as a named value: GCC 12 destroys a temporary argument of a coroutine
   // twice.)
+  enum class RouteRefusal {
+    kNone,
+    kTooLarge,  // the declared or chunked body is over max_body_bytes
+    kTimedOut,  // the deadline passed before the request was whole
+    kBusy,      // the deadline passed before the budget had room
+  };
   struct Refusal {
     int status = 400;
     std::string message;
-    bool too_large = false;  // the declared or chunked body is over max_body_bytes
-    bool timed_out = false;  // the deadline passed before the request was whole
-    bool busy = false;       // the deadline passed before the budget had room
+    RouteRefusal route = RouteRefusal::kNone;
   };
   asio::awaitable<bool> refuse(Refusal r);
   asio::awaitable<bool> answer(const HttpReply& reply, bool close, bool head_only);
@@ -212,9 +218,8 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
   std::atomic<Clock::rep> idle_since_{Clock::now().time_since_epoch().count()};
   Clock::time_point deadline_ = Clock::time_point::max();
   bool watching_ = false;
-  bool expired_ = false;     // deadline_ passed; what was waiting was cancelled
-  bool woken_ = false;       // evicted, or closed at stop between requests
-  bool in_request_ = false;  // a byte of the current request has arrived
+  bool expired_ = false;  // deadline_ passed; what was waiting was cancelled
+  bool woken_ = false;    // evicted, or closed at stop between requests
   int served_ = 0;
   http1::RequestParser parser_;
   std::string in_;  // read, not yet parsed
@@ -377,7 +382,7 @@ asio::awaitable<Io> HttpServer::Connection::read_into_parser() {
   if (io != Io::kOk) {
     co_return io;
   }
-  if (!in_request_ && !begin_request()) {
+  if (!in_request() && !begin_request()) {
     co_return Io::kError;
   }
   feed(std::string_view(scratch(), got));  // nothing ran on this thread since the read
@@ -392,7 +397,6 @@ bool HttpServer::Connection::begin_request() {
     wake_if_idle();
     return false;
   }
-  in_request_ = true;
   set_deadline(Clock::now() + o_.read_timeout);
   return true;
 }
@@ -411,8 +415,10 @@ asio::awaitable<bool> HttpServer::Connection::read_head() {
 // The socket ended, failed or timed out before the request was whole: an answer when the
 // deadline cut a request short, else a quiet close.
 asio::awaitable<bool> HttpServer::Connection::ended_early(Io io) {
-  if (expired_ && in_request_) {
-    Refusal late{.status = 408, .message = std::string(kReadTimeoutMessage), .timed_out = true};
+  if (expired_ && in_request()) {
+    Refusal late{.status = 408,
+                 .message = std::string(kReadTimeoutMessage),
+                 .route = RouteRefusal::kTimedOut};
     co_return co_await refuse(std::move(late));
   }
   if (!why_.empty()) {
@@ -420,7 +426,7 @@ asio::awaitable<bool> HttpServer::Connection::ended_early(Io io) {
   }
   if (expired_) {
     why_ = served_ > 0 ? "idle" : "no request within --read-timeout";
-  } else if (in_request_) {
+  } else if (in_request()) {
     why_ = "the client closed mid-request";
   } else {
     why_ = io == Io::kEof ? "closed by the client" : "the connection failed";
@@ -466,7 +472,7 @@ asio::awaitable<bool> HttpServer::Connection::take_budget() {
                  .message =
                      "the in-flight memory budget stayed full until --read-timeout "
                      "passed; retry",
-                 .busy = true};
+                 .route = RouteRefusal::kBusy};
     co_return co_await refuse(std::move(busy));
   }
   while (!*granted) {  // granted as the deadline passed: its notice is on the way
@@ -503,7 +509,9 @@ asio::awaitable<bool> HttpServer::Connection::read_while(http1::State phase) {
   if (parser_.state() == http1::State::kError) {  // a body over the limit names its route
     const http1::ParseError& e = parser_.error();
     Refusal malformed{
-        .status = e.status, .message = e.message, .too_large = parser_.head().body_too_large};
+        .status = e.status,
+        .message = e.message,
+        .route = parser_.head().body_too_large ? RouteRefusal::kTooLarge : RouteRefusal::kNone};
     co_return co_await refuse(std::move(malformed));
   }
   co_return true;
@@ -550,7 +558,7 @@ asio::awaitable<bool> HttpServer::Connection::refuse(Refusal r) {
   if (o_.on_request) {
     o_.on_request(h.path);
   }
-  bool routed = (r.too_large || r.timed_out || r.busy) && !h.path.empty() &&
+  bool routed = r.route != RouteRefusal::kNone && !h.path.empty() &&
                 parser_.state() != http1::State::kHead && o_.refuse;
   HttpReply reply;
   if (routed) {
@@ -559,9 +567,9 @@ asio::awaitable<bool> HttpServer::Connection::refuse(Refusal r) {
     if (v.body.empty()) {
       v.body = prefix;
     }
-    v.too_large = r.too_large;
-    v.timed_out = r.timed_out;
-    v.busy = r.busy;
+    v.too_large = r.route == RouteRefusal::kTooLarge;
+    v.timed_out = r.route == RouteRefusal::kTimedOut;
+    v.busy = r.route == RouteRefusal::kBusy;
     reply = o_.refuse(v);
   } else {
     reply = status_reply(r.status, std::move(r.message));
@@ -607,7 +615,6 @@ asio::awaitable<bool> HttpServer::Connection::answer(const HttpReply& reply, boo
     co_await linger();
     co_return false;
   }
-  in_request_ = false;
   Clock::time_point now = Clock::now();
   idle_since_ = now.time_since_epoch().count();
   state_ = kIdle;
