@@ -395,10 +395,12 @@ webhook::Result<ApiClient::Reply> ApiClient::send(std::string_view method,
                                                   const std::string& body,
                                                   std::string_view content_type, Duration timeout,
                                                   Call* call) {
-  webhook::Result<Reply> reply = send_once(method, path_query, body, content_type, timeout, call);
-  if (reply && reply->status == 401 && exec_) {
+  // `timeout` bounds the whole call, a second attempt included.
+  const SteadyTime deadline = std::chrono::steady_clock::now() + timeout;
+  webhook::Result<Reply> reply = send_once(method, path_query, body, content_type, deadline, call);
+  if (reply && reply->status == 401 && exec_ && std::chrono::steady_clock::now() < deadline) {
     // The plugin's credential was refused (revoked, or expired early): run it again, once.
-    reply = send_once(method, path_query, body, content_type, timeout, call);
+    reply = send_once(method, path_query, body, content_type, deadline, call);
   }
   return reply;
 }
@@ -407,13 +409,15 @@ webhook::Result<ApiClient::Reply> ApiClient::send_once(std::string_view method,
                                                        const std::string& path_query,
                                                        const std::string& body,
                                                        std::string_view content_type,
-                                                       Duration timeout, Call* call) {
-  webhook::Result<Prepared> p = prepare(timeout, /*connect_now=*/false);
+                                                       SteadyTime deadline, Call* call) {
+  webhook::Result<Prepared> p =
+      prepare(deadline - std::chrono::steady_clock::now(), /*connect_now=*/false);
   if (!p) {
     return p.error();
   }
   // A kept-alive connection saves a TCP (and TLS) handshake per claim. One that the server
-  // closed meanwhile fails at once; the request then goes once more over a new connection.
+  // closed meanwhile fails at once; the request then goes once more over a new connection,
+  // within what is left of the deadline (a request that timed out has none left).
   std::unique_ptr<httplib::ClientImpl> reused = take_idle();
   for (int attempt = 0; attempt < 2; ++attempt) {
     std::unique_ptr<httplib::ClientImpl> client = std::move(reused);
@@ -425,7 +429,7 @@ webhook::Result<ApiClient::Reply> ApiClient::send_once(std::string_view method,
                               "cannot set up TLS for " + server() + ": " + openssl_error()};
       }
     }
-    configure(*client, timeout);
+    configure(*client, deadline - std::chrono::steady_clock::now());
     if (call != nullptr && !call->attach(client.get())) {
       return webhook::Error{webhook::ErrorCode::kUnavailable, "cancelled"};
     }
@@ -449,7 +453,8 @@ webhook::Result<ApiClient::Reply> ApiClient::send_once(std::string_view method,
     }
     if (!ok) {
       bool cancelled = call != nullptr && call->cancelled();
-      if (!fresh && !cancelled && error != httplib::Error::Canceled) {
+      if (!fresh && !cancelled && error != httplib::Error::Canceled &&
+          std::chrono::steady_clock::now() < deadline) {
         continue;  // a stale kept-alive connection: once more on a new one
       }
       return transport_error(method, path_query, static_cast<int>(error), cancelled);

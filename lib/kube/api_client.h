@@ -86,7 +86,8 @@ class ApiClient {
   };
   // One request answered whole: `method` (GET, POST, PUT, PATCH, DELETE) to base_path +
   // `path_query` with `body` of `content_type` ("" = application/json; no body for a GET when
-  // empty). `timeout` bounds connecting, sending and reading. Unavailable for a transport failure
+  // empty). `timeout` bounds the whole call: connecting, sending and reading, and the one retry
+  // on a new connection when a kept-alive one turns out closed. Unavailable for a transport failure
   // or a cancelled `call`; any HTTP status is a Reply.
   webhook::Result<Reply> send(std::string_view method, const std::string& path_query,
                               const std::string& body, std::string_view content_type,
@@ -109,9 +110,10 @@ class ApiClient {
   webhook::Error transport_error(std::string_view method, const std::string& path_query, int error,
                                  bool cancelled) const;
   void saw_status(int status);
+  using SteadyTime = std::chrono::steady_clock::time_point;
   webhook::Result<Reply> send_once(std::string_view method, const std::string& path_query,
                                    const std::string& body, std::string_view content_type,
-                                   Duration timeout, Call* call);
+                                   SteadyTime deadline, Call* call);
   std::unique_ptr<httplib::ClientImpl> take_idle();
   void put_idle(std::unique_ptr<httplib::ClientImpl> client);
 

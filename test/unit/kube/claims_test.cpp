@@ -304,6 +304,24 @@ TEST_CASE("M3.3: a slow API: a 2 s write inside a 3 s budget places the Pod") {
   api.set_write_delay(std::chrono::milliseconds(0));
 }
 
+TEST_CASE("M3.3: a write slower than what is left of the budget: denied within the budget") {
+  FakeApiServer api({});
+  kube::SystemClock clock;
+  kube::ClaimStoreOptions o;
+  o.budget = std::chrono::seconds(1);
+  Replica a(api, clock, "webhook-a", o);
+  CHECK(a.place().value() == Slot{0, 0});  // its connection stays open for the next write
+  api.set_write_delay(std::chrono::milliseconds(3000));
+  auto start = std::chrono::steady_clock::now();
+  webhook::Result<Slot> late = a.place();
+  auto took = std::chrono::steady_clock::now() - start;
+  api.set_write_delay(std::chrono::milliseconds(0));
+  REQUIRE_FALSE(late.has_value());
+  CHECK(late.error().message.find("--claim-timeout") != std::string::npos);
+  // The timed-out write is not sent again on a new connection past the budget (that took 2 s).
+  CHECK(took < std::chrono::milliseconds(1600));
+}
+
 TEST_CASE("M3.3: a replica whose Pod watch is down or not yet synced denies instead of guessing") {
   FakeApiServer api({});
   FakeClock clock;
