@@ -137,6 +137,26 @@ std::string_view reason_phrase(int status) {
   }
 }
 
+void write_response_head(std::string& out, const ResponseHead& head, std::time_t now) {
+  // The Date line, formatted once a second per thread.
+  thread_local std::time_t cached = -1;
+  thread_local std::array<char, 64> date{};
+  if (now != cached) {
+    cached = now;
+    std::tm tm{};
+    gmtime_r(&now, &tm);
+    std::strftime(date.data(), date.size(), "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
+  }
+  out.append("HTTP/1.1 ").append(std::to_string(head.status)).append(" ");
+  out.append(reason_phrase(head.status)).append("\r\nContent-Type: ");
+  out.append(head.content_type).append("\r\nContent-Length: ");
+  out.append(std::to_string(head.content_length)).append("\r\n").append(date.data());
+  if (head.allow_post) {
+    out += "Allow: POST\r\n";
+  }
+  out += head.close ? "Connection: close\r\n\r\n" : "\r\n";
+}
+
 void RequestParser::reset() { *this = RequestParser(limits_); }
 
 std::size_t RequestParser::body_remaining() const {

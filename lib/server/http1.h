@@ -32,6 +32,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <ctime>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -123,7 +124,21 @@ class RequestParser {
   std::size_t framing_bytes_ = 0;  // chunk-size lines and trailers, bounded by max_head_bytes
 };
 
-// "HTTP/1.1 <status> <reason>\r\n" and the headers a response of this server carries.
+// The reason phrase of a status line: "OK", "Content Too Large", ...
 std::string_view reason_phrase(int status);
+
+// What a response's head says.
+struct ResponseHead {
+  int status = 200;
+  std::string_view content_type;
+  std::size_t content_length = 0;
+  bool allow_post = false;  // "Allow: POST" (405)
+  bool close = false;       // "Connection: close"
+};
+// Appends the head: "HTTP/1.1 <status> <reason>", Content-Type, Content-Length, the Date of
+// `now` (RFC 9110 5.6.7), Allow and Connection when set, and the blank line.
+//   HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n
+//   Date: Fri, 04 Dec 2026 08:00:00 GMT\r\n\r\n
+void write_response_head(std::string& out, const ResponseHead& head, std::time_t now);
 
 }  // namespace server::http1

@@ -1,16 +1,13 @@
 #include "server/http_server.h"
 
-#include <openssl/err.h>
-#include <sys/socket.h>
-
 #include <algorithm>
 #include <asio.hpp>
-#include <cerrno>
-#include <cstring>
 #include <ctime>
 #include <list>
 #include <mutex>
 #include <thread>
+
+#include "server/byte_stream.h"
 
 namespace server {
 namespace {
@@ -33,68 +30,9 @@ char* scratch() {
   return buf.get();
 }
 
-// "Date: ..." for this second, formatted once a second per thread.
-const std::string& date_header() {
-  thread_local std::time_t cached = 0;
-  thread_local std::string header;
-  std::time_t now = std::time(nullptr);
-  if (now != cached) {
-    cached = now;
-    std::tm tm{};
-    gmtime_r(&now, &tm);
-    char buf[64];
-    std::strftime(buf, sizeof(buf), "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
-    header = buf;
-  }
-  return header;
-}
-
 std::string endpoint_text(const Tcp::endpoint& e) {
   std::string host = e.address().to_string();
   return (e.address().is_v6() ? "[" + host + "]" : host) + ":" + std::to_string(e.port());
-}
-
-// What a non-blocking read or write of a socket (or its TLS session) came to.
-enum class Io { kOk, kWantRead, kWantWrite, kEof, kError };
-
-Io ssl_result(SSL* ssl, int r) {
-  int e = SSL_get_error(ssl, r);
-  Io out = Io::kError;
-  if (e == SSL_ERROR_WANT_READ) {
-    out = Io::kWantRead;
-  } else if (e == SSL_ERROR_WANT_WRITE) {
-    out = Io::kWantWrite;
-  } else if (e == SSL_ERROR_ZERO_RETURN || (e == SSL_ERROR_SYSCALL && errno == 0)) {
-    out = Io::kEof;
-  }
-  ERR_clear_error();
-  return out;
-}
-
-Io errno_result(Io would_block) {
-  return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? would_block : Io::kError;
-}
-
-Io read_some(SSL* ssl, int fd, char* buf, std::size_t len, std::size_t& got) {
-  if (ssl != nullptr) {
-    int r = SSL_read(ssl, buf, static_cast<int>(len));
-    got = r > 0 ? static_cast<std::size_t>(r) : 0;
-    return r > 0 ? Io::kOk : ssl_result(ssl, r);
-  }
-  ssize_t r = ::recv(fd, buf, len, 0);
-  got = r > 0 ? static_cast<std::size_t>(r) : 0;
-  return r > 0 ? Io::kOk : r == 0 ? Io::kEof : errno_result(Io::kWantRead);
-}
-
-Io write_some(SSL* ssl, int fd, const char* buf, std::size_t len, std::size_t& put) {
-  if (ssl != nullptr) {
-    int r = SSL_write(ssl, buf, static_cast<int>(std::min<std::size_t>(len, 1 << 30)));
-    put = r > 0 ? static_cast<std::size_t>(r) : 0;
-    return r > 0 ? Io::kOk : ssl_result(ssl, r);
-  }
-  ssize_t r = ::send(fd, buf, len, MSG_NOSIGNAL);
-  put = r > 0 ? static_cast<std::size_t>(r) : 0;
-  return r >= 0 ? Io::kOk : errno_result(Io::kWantWrite);
 }
 
 HttpReply status_reply(int status, std::string message) {
@@ -145,14 +83,8 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
   Connection(HttpServer& server, Tcp::socket socket)
       : server_(server),
         o_(server.options_),
-        socket_(std::move(socket)),
-        timer_(socket_.get_executor()),
+        stream_(std::move(socket), o_.ssl_ctx),
         parser_(o_.limits) {}
-  ~Connection() {
-    if (ssl_ != nullptr) {
-      SSL_free(ssl_);
-    }
-  }
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
@@ -165,21 +97,14 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
   bool idle() const { return state_ == kIdle; }
   // A byte of the current request has arrived (begin_request) and its answer is not written.
   bool in_request() const { return state_ == kBusy; }
-  asio::any_io_executor executor() { return socket_.get_executor(); }
+  asio::any_io_executor executor() { return stream_.socket().get_executor(); }
   std::list<Connection*>::iterator place;
 
  private:
-  bool open_tls();
-  void set_deadline(Clock::time_point t);
-  void on_timer(const std::error_code& ec);
-  void cancel_io();
-  template <class Step>
-  asio::awaitable<Io> until_done(Step step);
-  asio::awaitable<bool> handshake();
+  void set_deadline(Clock::time_point t) { stream_.expires_at(t); }
   asio::awaitable<Io> read_into_parser();
   bool begin_request();
   asio::awaitable<bool> read_while(http1::State phase);
-  asio::awaitable<bool> write_all(std::string_view data);
   asio::awaitable<bool> exchange();
   asio::awaitable<bool> read_head();
   asio::awaitable<bool> take_budget();
@@ -211,15 +136,9 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
 
   HttpServer& server_;
   const HttpServerOptions& o_;
-  Tcp::socket socket_;
-  asio::steady_timer timer_;  // the watchdog of deadline_
-  SSL* ssl_ = nullptr;
+  ByteStream stream_;  // the socket, its TLS session and the connection's deadline
   std::atomic<int> state_{kIdle};
   std::atomic<Clock::rep> idle_since_{Clock::now().time_since_epoch().count()};
-  Clock::time_point deadline_ = Clock::time_point::max();
-  bool watching_ = false;
-  bool expired_ = false;  // deadline_ passed; what was waiting was cancelled
-  bool woken_ = false;    // evicted, or closed at stop between requests
   int served_ = 0;
   http1::RequestParser parser_;
   std::string in_;  // read, not yet parsed
@@ -228,28 +147,15 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
   std::string_view why_;  // why it closed, for the debug log
 };
 
-bool HttpServer::Connection::open_tls() {
-  if (o_.ssl_ctx == nullptr) {
-    return true;
-  }
-  ssl_ = SSL_new(o_.ssl_ctx);
-  if (ssl_ == nullptr || SSL_set_fd(ssl_, socket_.native_handle()) != 1) {
-    ERR_clear_error();
-    return false;
-  }
-  SSL_set_accept_state(ssl_);
-  return true;
-}
-
 asio::awaitable<void> HttpServer::Connection::run(std::shared_ptr<Connection> self) {
-  std::error_code ec;
-  socket_.set_option(Tcp::no_delay(true), ec);
-  socket_.native_non_blocking(true, ec);
   set_deadline(Clock::now() + o_.read_timeout);  // the handshake and the first byte
   // (No co_await in an operand of && or ||: GCC 12 runs it even when the left one decides.)
-  bool open = !ec && open_tls();
+  bool open = stream_.ok();
   if (open) {
-    open = co_await handshake();
+    open = co_await stream_.handshake();
+    if (!open && why_.empty()) {
+      why_ = stream_.expired() ? "no request within --read-timeout" : "TLS handshake failed";
+    }
   }
   while (open) {
     open = co_await exchange();
@@ -279,86 +185,17 @@ asio::awaitable<bool> HttpServer::Connection::exchange() {
   co_return co_await answer(reply, close, h.method == "HEAD");
 }
 
-// --- Deadlines: one timer per connection, moved only when a deadline comes sooner.
-
-void HttpServer::Connection::set_deadline(Clock::time_point t) {
-  deadline_ = t;
-  expired_ = false;
-  if (!watching_ || t < timer_.expiry()) {
-    watching_ = true;
-    timer_.expires_at(t);  // a wait for a later expiry completes as cancelled
-    timer_.async_wait(
-        [self = shared_from_this()](const std::error_code& ec) { self->on_timer(ec); });
-  }
-}
-
-void HttpServer::Connection::on_timer(const std::error_code& ec) {
-  if (ec == asio::error::operation_aborted || !watching_ || timer_.expiry() > Clock::now()) {
-    return;  // superseded by a sooner deadline, or the connection closed
-  }
-  if (deadline_ > Clock::now()) {  // the deadline moved later meanwhile
-    timer_.expires_at(deadline_);
-    timer_.async_wait([self = shared_from_this()](const std::error_code& e) { self->on_timer(e); });
-    return;
-  }
-  watching_ = false;
-  expired_ = true;
-  cancel_io();
-}
-
-void HttpServer::Connection::cancel_io() {
-  std::error_code ec;
-  socket_.cancel(ec);
-}
-
 void HttpServer::Connection::wake_if_idle() {
   bool evicted = state_ == kEvicted;
   if (evicted || (server_.stopping_ && state_ == kIdle && served_ > 0 && in_.empty())) {
-    woken_ = true;
     why_ = evicted ? "idle, closed for a new connection (--max-connections)" : "stopping";
-    cancel_io();
+    stream_.interrupt();
   }
 }
 
 bool HttpServer::Connection::try_evict() {
   int idle = kIdle;
   return state_.compare_exchange_strong(idle, kEvicted);
-}
-
-// Runs a non-blocking step (a read, a write or a handshake's) until it no longer asks to wait,
-// waiting for the socket in between: kOk, kEof, or kError (also when the socket failed, the
-// deadline passed or the connection was woken to close).
-template <class Step>
-asio::awaitable<Io> HttpServer::Connection::until_done(Step step) {
-  for (;;) {
-    Io io = step();
-    if (io != Io::kWantRead && io != Io::kWantWrite) {
-      co_return io;
-    }
-    if (expired_ || woken_) {
-      co_return Io::kError;
-    }
-    std::error_code ec;
-    auto what = io == Io::kWantRead ? Tcp::socket::wait_read : Tcp::socket::wait_write;
-    co_await socket_.async_wait(what, asio::redirect_error(asio::use_awaitable, ec));
-    if (ec || expired_ || woken_) {
-      co_return Io::kError;
-    }
-  }
-}
-
-asio::awaitable<bool> HttpServer::Connection::handshake() {
-  if (ssl_ == nullptr) {
-    co_return true;
-  }
-  Io io = co_await until_done([this] {
-    int r = SSL_do_handshake(ssl_);
-    return r == 1 ? Io::kOk : ssl_result(ssl_, r);
-  });
-  if (io != Io::kOk && why_.empty()) {
-    why_ = expired_ ? "no request within --read-timeout" : "TLS handshake failed";
-  }
-  co_return io == Io::kOk;  // the deadline stays: the first request's first byte is due
 }
 
 // --- Reading: bytes go to the parser as they arrive; what it does not take waits in in_.
@@ -377,8 +214,7 @@ void HttpServer::Connection::feed(std::string_view data) {
 // byte of a request starts its deadline and makes the connection busy (no longer evictable).
 asio::awaitable<Io> HttpServer::Connection::read_into_parser() {
   std::size_t got = 0;
-  Io io = co_await until_done(
-      [&] { return read_some(ssl_, socket_.native_handle(), scratch(), kReadChunk, got); });
+  Io io = co_await stream_.read_some(scratch(), kReadChunk, got);
   if (io != Io::kOk) {
     co_return io;
   }
@@ -415,7 +251,7 @@ asio::awaitable<bool> HttpServer::Connection::read_head() {
 // The socket ended, failed or timed out before the request was whole: an answer when the
 // deadline cut a request short, else a quiet close.
 asio::awaitable<bool> HttpServer::Connection::ended_early(Io io) {
-  if (expired_ && in_request()) {
+  if (stream_.expired() && in_request()) {
     Refusal late{.status = 408,
                  .message = std::string(kReadTimeoutMessage),
                  .route = RouteRefusal::kTimedOut};
@@ -424,7 +260,7 @@ asio::awaitable<bool> HttpServer::Connection::ended_early(Io io) {
   if (!why_.empty()) {
     co_return false;  // woken to close
   }
-  if (expired_) {
+  if (stream_.expired()) {
     why_ = served_ > 0 ? "idle" : "no request within --read-timeout";
   } else if (in_request()) {
     why_ = "the client closed mid-request";
@@ -458,8 +294,8 @@ asio::awaitable<bool> HttpServer::Connection::take_budget() {
     co_return true;
   }
   auto granted = std::make_shared<bool>(false);  // read and written on this loop only
-  asio::steady_timer wake(socket_.get_executor(), deadline_);
-  std::uint64_t ticket = budget->enqueue(charge, [ex = socket_.get_executor(), granted, &wake] {
+  asio::steady_timer wake(executor(), stream_.expiry());
+  std::uint64_t ticket = budget->enqueue(charge, [ex = executor(), granted, &wake] {
     asio::post(ex, [granted, &wake] {
       *granted = true;
       wake.cancel();
@@ -485,7 +321,7 @@ asio::awaitable<bool> HttpServer::Connection::take_budget() {
 
 asio::awaitable<bool> HttpServer::Connection::read_body() {
   if (parser_.head().expect_continue && parser_.state() == http1::State::kBody && in_.empty()) {
-    bool sent = co_await write_all("HTTP/1.1 100 Continue\r\n\r\n");
+    bool sent = co_await stream_.write_all("HTTP/1.1 100 Continue\r\n\r\n");
     if (!sent) {
       co_return false;
     }
@@ -582,22 +418,20 @@ asio::awaitable<bool> HttpServer::Connection::refuse(Refusal r) {
 asio::awaitable<bool> HttpServer::Connection::answer(const HttpReply& reply, bool close,
                                                      bool head_only) {
   Clock::time_point answered_at = Clock::now();
-  std::string& o = out_;
-  o.clear();
-  o.reserve(reply.body.size() + 256);
-  o.append("HTTP/1.1 ").append(std::to_string(reply.status)).append(" ");
-  o.append(http1::reason_phrase(reply.status)).append("\r\nContent-Type: ");
-  o.append(reply.content_type).append("\r\nContent-Length: ");
-  o.append(std::to_string(reply.body.size())).append("\r\n").append(date_header());
-  if (reply.allow_post_header) {
-    o += "Allow: POST\r\n";
-  }
-  o += close ? "Connection: close\r\n\r\n" : "\r\n";
+  out_.clear();
+  out_.reserve(reply.body.size() + 256);
+  http1::write_response_head(out_,
+                             {.status = reply.status,
+                              .content_type = reply.content_type,
+                              .content_length = reply.body.size(),
+                              .allow_post = reply.allow_post_header,
+                              .close = close},
+                             std::time(nullptr));
   if (!head_only) {
-    o += reply.body;
+    out_ += reply.body;
   }
   set_deadline(answered_at + o_.read_timeout);
-  bool written = co_await write_all(o);
+  bool written = co_await stream_.write_all(out_);
   release_budget();
   if (o_.on_response) {
     o_.on_response(parser_.head().path, reply.metric_code != 0 ? reply.metric_code : reply.status,
@@ -607,8 +441,8 @@ asio::awaitable<bool> HttpServer::Connection::answer(const HttpReply& reply, boo
   out_.clear();
   out_.shrink_to_fit();
   if (!written) {
-    why_ = expired_ ? "the client did not read the response in time"
-                    : "the client went away before the response was written";
+    why_ = stream_.expired() ? "the client did not read the response in time"
+                             : "the client went away before the response was written";
     co_return false;
   }
   if (close || server_.stopping_) {
@@ -622,35 +456,12 @@ asio::awaitable<bool> HttpServer::Connection::answer(const HttpReply& reply, boo
   co_return true;
 }
 
-asio::awaitable<bool> HttpServer::Connection::write_all(std::string_view data) {
-  while (!data.empty()) {
-    std::size_t put = 0;
-    Io io = co_await until_done(
-        [&] { return write_some(ssl_, socket_.native_handle(), data.data(), data.size(), put); });
-    if (io != Io::kOk) {
-      co_return false;
-    }
-    data.remove_prefix(put);
-  }
-  co_return true;
-}
-
 // Half-closes, then discards what the client still sends for a moment, so that a response
 // sent before its request was read whole is read by the client instead of lost to a reset.
 asio::awaitable<void> HttpServer::Connection::linger() {
-  if (ssl_ != nullptr) {
-    SSL_shutdown(ssl_);  // close_notify, best effort
-    ERR_clear_error();
-  }
-  std::error_code ec;
-  socket_.shutdown(Tcp::socket::shutdown_send, ec);
+  stream_.shutdown_send();
   set_deadline(Clock::now() + kLingerTime);
-  Io io = Io::kOk;
-  while (io == Io::kOk) {  // the raw bytes, past the TLS session
-    std::size_t got = 0;
-    io = co_await until_done(
-        [&] { return read_some(nullptr, socket_.native_handle(), scratch(), kReadChunk, got); });
-  }
+  co_await stream_.discard_until_closed(scratch(), kReadChunk);
   why_ = "";
 }
 
@@ -667,18 +478,15 @@ void HttpServer::Connection::release_budget() {
 
 void HttpServer::Connection::finish() {
   release_budget();
-  watching_ = false;
-  timer_.cancel();
   if (!why_.empty() && server_.log_.enabled(1)) {
     std::error_code ec;
-    Tcp::endpoint remote = socket_.remote_endpoint(ec);
+    Tcp::endpoint remote = stream_.socket().remote_endpoint(ec);
     server_.log_.debug(1, "connection closed",
                        {{"remote", ec ? std::string("?") : endpoint_text(remote)},
                         {"requests", served_},
                         {"reason", why_}});
   }
-  std::error_code ec;
-  socket_.close(ec);
+  stream_.close();
   Impl& impl = *server_.impl_;
   {
     std::lock_guard<std::mutex> lock(impl.mu);

@@ -850,6 +850,28 @@ TEST_CASE("reason phrases of the answers (RFC 9110 15)", "[http1]") {
   CHECK(reason_phrase(505) == "HTTP Version Not Supported");
 }
 
+TEST_CASE("a response head: status line, the server's headers, the blank line", "[http1]") {
+  using server::http1::write_response_head;
+  const std::time_t t = 1796371200;  // 2026-12-04 08:00:00 UTC
+  std::string out = "kept|";
+  write_response_head(out, {.status = 200, .content_type = "application/json", .content_length = 2},
+                      t);
+  CHECK(out ==
+        "kept|HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n"
+        "Date: Fri, 04 Dec 2026 08:00:00 GMT\r\n\r\n");
+  out.clear();
+  write_response_head(out,
+                      {.status = 405,
+                       .content_type = "text/plain",
+                       .content_length = 0,
+                       .allow_post = true,
+                       .close = true},
+                      t + 86'400 * 31 + 3'661);
+  CHECK(out ==
+        "HTTP/1.1 405 Method Not Allowed\r\nContent-Type: text/plain\r\nContent-Length: 0\r\n"
+        "Date: Mon, 04 Jan 2027 09:01:01 GMT\r\nAllow: POST\r\nConnection: close\r\n\r\n");
+}
+
 // ---------------------------------------------------------------------------------------------
 // RFC corner cases, each once got wrong by the parser.
 
