@@ -125,23 +125,20 @@ ByteStream::Step ByteStream::write_step(std::string_view data, std::size_t& put)
 // kOk, kEof or kError (also when the socket failed, the deadline passed or the stream was
 // interrupted).
 template <class F>
-asio::awaitable<ByteStream::Step> ByteStream::until_done(F step) {
+asio::awaitable<Io> ByteStream::until_done(F step) {
   for (;;) {
-    if (!ok_) {
-      co_return Step::kError;
+    Step s = ok_ ? step() : Step::kError;
+    if (s == Step::kOk || s == Step::kEof) {
+      co_return s == Step::kOk ? Io::kOk : Io::kEof;
     }
-    Step s = step();
-    if (s != Step::kWantRead && s != Step::kWantWrite) {
-      co_return s;
-    }
-    if (watch_->expired || interrupted_) {
-      co_return Step::kError;
+    if (s == Step::kError || watch_->expired || interrupted_) {
+      co_return Io::kError;
     }
     std::error_code ec;
     auto what = s == Step::kWantRead ? Tcp::socket::wait_read : Tcp::socket::wait_write;
     co_await socket_.async_wait(what, asio::redirect_error(asio::use_awaitable, ec));
     if (ec || watch_->expired || interrupted_) {
-      co_return Step::kError;
+      co_return Io::kError;
     }
   }
 }
@@ -150,22 +147,23 @@ asio::awaitable<bool> ByteStream::handshake() {
   if (ssl_ == nullptr) {
     co_return ok_;
   }
-  Step s = co_await until_done([this] {
+  Io io = co_await until_done([this] {
     int r = SSL_do_handshake(ssl_);
     return r == 1 ? Step::kOk : ssl_step(r);
   });
-  co_return s == Step::kOk;
+  co_return io == Io::kOk;
 }
 
+// Not a coroutine itself: the read's one frame is until_done's.
 asio::awaitable<Io> ByteStream::read_some(char* buf, std::size_t len, std::size_t& got) {
-  co_return to_io(co_await until_done([&] { return read_step(false, buf, len, got); }));
+  return until_done([this, buf, len, &got] { return read_step(false, buf, len, got); });
 }
 
 asio::awaitable<bool> ByteStream::write_all(std::string_view data) {
   while (!data.empty()) {
     std::size_t put = 0;
-    Step s = co_await until_done([&] { return write_step(data, put); });
-    if (s != Step::kOk) {
+    Io io = co_await until_done([&] { return write_step(data, put); });
+    if (io != Io::kOk) {
       co_return false;
     }
     data.remove_prefix(put);
@@ -183,10 +181,10 @@ void ByteStream::shutdown_send() {
 }
 
 asio::awaitable<void> ByteStream::discard_until_closed(char* buf, std::size_t len) {
-  Step s = Step::kOk;
-  while (s == Step::kOk) {
+  Io io = Io::kOk;
+  while (io == Io::kOk) {
     std::size_t got = 0;
-    s = co_await until_done([&] { return read_step(true, buf, len, got); });
+    io = co_await until_done([&] { return read_step(true, buf, len, got); });
   }
 }
 

@@ -88,10 +88,7 @@ class ByteStream {
   Step write_step(std::string_view data, std::size_t& put);
   // Runs a non-blocking step until it no longer asks to wait, waiting for the socket in between.
   template <class F>
-  asio::awaitable<Step> until_done(F step);
-  static Io to_io(Step s) {
-    return s == Step::kOk ? Io::kOk : s == Step::kEof ? Io::kEof : Io::kError;
-  }
+  asio::awaitable<Io> until_done(F step);
 
   Tcp::socket socket_;
   SSL* ssl_ = nullptr;
