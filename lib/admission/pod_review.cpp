@@ -2,7 +2,9 @@
 // built as json (docs/server.md "The request path").
 #include <simdjson.h>
 
+#include <array>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 
@@ -85,6 +87,26 @@ json kept_fields(dom::element e, Keep keep) {
   return out;
 }
 
+// Labels or annotations: of an object of strings, the `keys` the mutation reads (PodView checks
+// it reads no other); a value that is not an object is kept whole, and an object holding a value
+// that is not a string is decode()'s (PodView names what is wrong).
+template <std::size_t N>
+json read_strings(dom::element e, const std::array<std::string_view, N>& keys) {
+  if (!e.is_object()) {
+    return to_json(e);
+  }
+  json out = json::object();
+  for (dom::key_value_pair field : dom::object(e)) {
+    if (!field.value.is_string()) {
+      throw Unusual{};
+    }
+    if (podpatch::keys::listed(keys, field.key)) {
+      out[std::string(field.key)] = std::string(std::string_view(field.value));
+    }
+  }
+  return out;
+}
+
 bool one_of(std::string_view key, std::initializer_list<std::string_view> keys) {
   for (std::string_view k : keys) {
     if (key == k) {
@@ -158,8 +180,8 @@ json container_fields(dom::element c) {
   return out;
 }
 
-// What PodView, the Handler and the mutation read of a Pod: metadata's names, labels,
-// annotations and deletionTimestamp; spec's nodeSelector, hostname, subdomain, affinity and each
+// What PodView, the Handler and the mutation read of a Pod: metadata's names, the labels and
+// annotations they read (keys::kPodLabelsRead, kPodAnnotationsRead) and deletionTimestamp; spec's nodeSelector, hostname, subdomain, affinity and each
 // container's name, resources and env.
 json pod_fields(dom::element pod) {
   if (!pod.is_object()) {
@@ -168,10 +190,19 @@ json pod_fields(dom::element pod) {
   json out = json::object();
   for (dom::key_value_pair top : dom::object(pod)) {
     if (top.key == "metadata") {
-      out["metadata"] = kept_fields(top.value, [](std::string_view k) {
-        return one_of(
-            k, {"name", "generateName", "namespace", "labels", "annotations", "deletionTimestamp"});
+      json& metadata = out["metadata"] = kept_fields(top.value, [](std::string_view k) {
+        return one_of(k, {"name", "generateName", "namespace", "deletionTimestamp"});
       });
+      if (!top.value.is_object()) {
+        continue;
+      }
+      for (dom::key_value_pair field : dom::object(top.value)) {  // the last of repeated keys
+        if (field.key == "labels") {
+          metadata["labels"] = read_strings(field.value, podpatch::keys::kPodLabelsRead);
+        } else if (field.key == "annotations") {
+          metadata["annotations"] = read_strings(field.value, podpatch::keys::kPodAnnotationsRead);
+        }
+      }
     } else if (top.key == "spec") {
       if (!top.value.is_object()) {
         out["spec"] = to_json(top.value);

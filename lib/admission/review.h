@@ -153,7 +153,8 @@ inline constexpr std::size_t kFastDecodeMaxBytes = std::size_t{16} << 10;
 
 // decode() for POST /mutate, the server's hot path: the review is read with simdjson, and of
 // request.object only what the Handler reads of a Pod is built (metadata's name, generateName,
-// namespace, labels, annotations and deletionTimestamp; spec's nodeSelector, hostname,
+// namespace, deletionTimestamp, and the labels and annotations of podpatch::keys::kPodLabelsRead
+// and kPodAnnotationsRead, when every label and annotation is a string; spec's nodeSelector, hostname,
 // subdomain, affinity and containers' name, google.com/tpu of resources.requests and .limits,
 // and env, where a valueFrom is kept only as `true` and an entry of a variable the webhook
 // neither reads nor writes is only podpatch::elided_env_entry()), at their own paths, so the

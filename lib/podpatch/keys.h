@@ -41,6 +41,18 @@ inline constexpr std::string_view kKueueTopologyAnnotation =
     "kueue.x-k8s.io/podset-required-topology";
 inline constexpr std::string_view kSkipCheckAnnotation = "cloud.google.com/skip-tpu-webhook-check";
 
+// The labels and annotations of a Pod the mutation reads (PodView::label and ::annotation check
+// it): the fast decode keeps only these of a Pod (admission/pod_review.cpp).
+inline constexpr auto kPodLabelsRead = std::to_array<std::string_view>(
+    {kClusterLabel, kGroupLabel, kReplicaIndexLabel, kHostIndexLabel, kReplicaNameLabel,
+     kLegacyReplicaLabel, kKueueQueueLabel});
+inline constexpr auto kPodAnnotationsRead = std::to_array<std::string_view>(
+    {kSubsliceAnnotation, kKueueTopologyAnnotation, kSkipCheckAnnotation});
+template <std::size_t N>
+constexpr bool listed(const std::array<std::string_view, N>& keys, std::string_view key) {
+  return std::find(keys.begin(), keys.end(), key) != keys.end();
+}
+
 // Environment variables (docs/spec.md M5).
 inline constexpr std::string_view kMegascaleNumSlices = "MEGASCALE_NUM_SLICES";
 inline constexpr std::string_view kMegascaleSliceId = "MEGASCALE_SLICE_ID";

@@ -1,5 +1,6 @@
 #include "podpatch/pod_view.h"
 
+#include <stdexcept>
 #include <type_traits>
 
 #include "base/json/access.h"
@@ -323,9 +324,16 @@ std::string pod_name(const json& pod, std::string_view fallback) {
 }
 
 std::optional<std::string_view> PodView::label(std::string_view key) const {
+  if (!keys::listed(keys::kPodLabelsRead, key)) {
+    throw std::logic_error("label " + std::string(key) + " is not in keys::kPodLabelsRead");
+  }
   return string_member(labels_, key);
 }
 std::optional<std::string_view> PodView::annotation(std::string_view key) const {
+  if (!keys::listed(keys::kPodAnnotationsRead, key)) {
+    throw std::logic_error("annotation " + std::string(key) +
+                           " is not in keys::kPodAnnotationsRead");
+  }
   return string_member(annotations_, key);
 }
 std::optional<std::string_view> PodView::node_selector(std::string_view key) const {

@@ -74,11 +74,11 @@ class PodView {
   // pod_name(pod()): metadata.name, else generateName, else "(no name)".
   std::string display_name() const { return pod_name(*pod_); }
 
+  // `key` is one of keys::kPodLabelsRead / kPodAnnotationsRead, the only ones the server's fast
+  // decode keeps of a Pod (std::logic_error otherwise: list a key there before reading it).
   std::optional<std::string_view> label(std::string_view key) const;
   std::optional<std::string_view> annotation(std::string_view key) const;
   std::optional<std::string_view> node_selector(std::string_view key) const;
-  const json* labels() const { return labels_; }
-  const json* annotations() const { return annotations_; }
   const json* node_selector_object() const { return node_selector_; }
 
   std::span<const TpuContainer> tpu_containers() const { return tpu_; }

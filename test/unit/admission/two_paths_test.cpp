@@ -140,7 +140,7 @@ TEST_CASE("decode_for_mutation builds only the Pod fields the Handler reads, els
     CHECK(fast->object["spec"]["containers"][0]["env"].size() ==
           full->object["spec"]["containers"][0]["env"].size());
     for (const char* pointer :
-         {"/metadata/labels", "/metadata/generateName", "/metadata/namespace", "/spec/nodeSelector",
+         {"/metadata/generateName", "/metadata/namespace", "/spec/nodeSelector",
           "/spec/containers/0/env/12", "/spec/containers/0/env/13", "/spec/containers/0/env/14",
           "/spec/containers/0/env/15", "/spec/containers/0/resources/limits/google.com~1tpu",
           "/spec/containers/0/resources/requests/google.com~1tpu", "/spec/containers/0/name"}) {
@@ -148,6 +148,17 @@ TEST_CASE("decode_for_mutation builds only the Pod fields the Handler reads, els
       CHECK(fast->object.at(json::json_pointer(pointer)) ==
             full->object.at(json::json_pointer(pointer)));
     }
+    // Of the labels, those the mutation reads; the others are not built.
+    const json& labels = full->object["metadata"]["labels"];
+    json read = json::object();
+    for (const char* key :
+         {"ray.io/cluster", "ray.io/group", "ray.io/replica-host-index",
+          "ray.io/worker-group-replica-index", "ray.io/worker-group-replica-name"}) {
+      REQUIRE(labels.contains(key));
+      read[key] = labels[key];
+    }
+    CHECK(labels.contains("ray.io/identifier"));
+    CHECK(fast->object["metadata"]["labels"] == read);
     CHECK(fast->uid == full->uid);
     CHECK(fast->generate_name == full->generate_name);
     CHECK(fast->operation == "CREATE");
@@ -169,6 +180,28 @@ TEST_CASE("decode_for_mutation builds only the Pod fields the Handler reads, els
     CHECK(got[4] == env[4]);
     CHECK(got[5] == env[5]);
     CHECK(got[6].is_discarded());  // RAY_NODE_TYPE_NAME, well-formed
+  }
+  SECTION("labels and annotations: only those read; one that is not a string is decode's") {
+    json review = json::parse(corpus("env-fill-in-place.json"));
+    json& metadata = review["request"]["object"]["metadata"];
+    metadata["annotations"] = {{"cloud.google.com/gke-tpu-slice-topology", "2x2"},
+                               {"kueue.x-k8s.io/podset-required-topology", "x"},
+                               {"example.com/note", "not read"}};
+    webhook::Result<admission::Request> fast =
+        admission::decode_for_mutation(webhook::dump_json(review));
+    REQUIRE(fast.has_value());
+    CHECK(fast->object["metadata"]["annotations"] ==
+          json({{"cloud.google.com/gke-tpu-slice-topology", "2x2"},
+                {"kueue.x-k8s.io/podset-required-topology", "x"}}));
+    CHECK(fast->object["metadata"]["labels"].contains("ray.io/group"));
+    // An unread label that is not a string: PodView denies the Pod, naming it, so the whole
+    // review is decode()'s.
+    metadata["labels"]["example.com/count"] = 3;
+    std::string body = webhook::dump_json(review);
+    fast = admission::decode_for_mutation(body);
+    REQUIRE(fast.has_value());
+    CHECK(fast->object["metadata"]["labels"]["example.com/count"] == 3);
+    CHECK(fast->object["spec"].contains("volumes"));  // the whole object: decode()'s
   }
   SECTION("an integer beyond 64 bits and a byte-order mark, which simdjson refuses: decode's") {
     for (const char* name : {"big-integer.json", "byte-order-mark.json"}) {

@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -71,7 +72,11 @@ TEST_CASE("PodView reads a KubeRay TPU worker", "[podpatch][pod_view]") {
   CHECK(view->namespace_name() == "default");
   CHECK(view->label(podpatch::keys::kClusterLabel) == "raycluster-tpu-v6e-multihost");
   CHECK(view->label(podpatch::keys::kReplicaNameLabel) == "tpu-group-x7k2b");
-  CHECK_FALSE(view->label("missing").has_value());
+  CHECK_FALSE(view->label(podpatch::keys::kKueueQueueLabel).has_value());
+  // Only the labels and annotations the server's fast decode keeps may be read.
+  CHECK_THROWS_AS(view->label("missing"), std::logic_error);
+  CHECK_THROWS_AS(view->label(podpatch::keys::kNodeTypeLabel), std::logic_error);
+  CHECK_THROWS_AS(view->annotation("example.com/x"), std::logic_error);
   CHECK_FALSE(view->annotation(podpatch::keys::kSubsliceAnnotation).has_value());
   CHECK(view->accelerator() == "tpu-v6e-slice");
   CHECK(view->node_selector(podpatch::keys::kTopologySelector) == "4x4");
