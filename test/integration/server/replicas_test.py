@@ -417,10 +417,15 @@ def dry_run_and_cleanup(work):
         check_consistent(pods)
         check(len(c.api.objects("leases")) == 1, "no claim Lease")
         wait_for_cleanup(c)
-        deleted = sum(int(line.split()[1]) for wh in c.replicas
-                      for line in wh.health("/metrics")[1].splitlines()
-                      if line.startswith("kuberay_tpu_webhook_legacy_claim_objects_deleted_total "))
-        check(deleted >= 1, "no replica counted the Lease's deletion")
+
+        def deleted():
+            return sum(int(line.split()[1]) for wh in c.replicas
+                       for line in wh.health("/metrics")[1].splitlines()
+                       if line.startswith(
+                           "kuberay_tpu_webhook_legacy_claim_objects_deleted_total "))
+        # The janitor counts the deletion once the API server's answer is read: a moment after
+        # the Lease is gone.
+        wait_until(lambda: deleted() >= 1, 10, "a replica to count the Lease's deletion")
     finally:
         c.close()
 
