@@ -83,7 +83,9 @@ struct BoundedBody {
 // Timeouts of one request (connecting and writing within 10 s at most), keep-alive, and no Nagle
 // delay: headers and body go out at once.
 void configure(httplib::ClientImpl& client, Duration timeout) {
-  auto micros = std::chrono::duration_cast<std::chrono::microseconds>(timeout);
+  // Never negative: httplib would wait without end.
+  auto micros = std::max(std::chrono::duration_cast<std::chrono::microseconds>(timeout),
+                         std::chrono::microseconds(1));
   client.set_connection_timeout(
       std::min<std::chrono::microseconds>(micros, std::chrono::seconds(10)));
   client.set_write_timeout(std::min<std::chrono::microseconds>(micros, std::chrono::seconds(10)));
@@ -304,12 +306,7 @@ webhook::Result<ApiClient::Prepared> ApiClient::prepare(Duration timeout, bool c
     return webhook::Error{webhook::ErrorCode::kInternal,
                           "cannot set up TLS for " + server() + ": " + openssl_error()};
   }
-  auto micros = std::chrono::duration_cast<std::chrono::microseconds>(timeout);
-  p.client->set_connection_timeout(
-      std::min<std::chrono::microseconds>(micros, std::chrono::seconds(10)));
-  p.client->set_write_timeout(
-      std::min<std::chrono::microseconds>(micros, std::chrono::seconds(10)));
-  p.client->set_read_timeout(micros);
+  configure(*p.client, timeout);
   p.client->set_keep_alive(false);
   return p;
 }
@@ -319,11 +316,16 @@ webhook::Error ApiClient::transport_error(std::string_view method, const std::st
   auto e = static_cast<httplib::Error>(error);
   std::string detail = e == httplib::Error::SSLConnection ? openssl_error() : "";
   ERR_clear_error();
+  return call_error(method, path_query,
+                    (cancelled ? "cancelled" : describe(e)) +
+                        (detail.empty() ? "" : " [" + detail + "]"));
+}
+
+webhook::Error ApiClient::call_error(std::string_view method, const std::string& path_query,
+                                     const std::string& what) const {
   return webhook::Error{webhook::ErrorCode::kUnavailable,
                         std::string(method) + " " + server() + config_.base_path +
-                            path_query.substr(0, path_query.find('?')) + ": " +
-                            (cancelled ? "cancelled" : describe(e)) +
-                            (detail.empty() ? "" : " [" + detail + "]")};
+                            path_query.substr(0, path_query.find('?')) + ": " + what};
 }
 
 void ApiClient::saw_status(int status) {
@@ -396,6 +398,9 @@ webhook::Result<ApiClient::Reply> ApiClient::send(std::string_view method,
                                                   std::string_view content_type, Duration timeout,
                                                   Call* call) {
   // `timeout` bounds the whole call, a second attempt included.
+  if (timeout <= Duration::zero()) {
+    return call_error(method, path_query, "not sent, no time was left of its timeout");
+  }
   const SteadyTime deadline = std::chrono::steady_clock::now() + timeout;
   webhook::Result<Reply> reply = send_once(method, path_query, body, content_type, deadline, call);
   if (reply && reply->status == 401 && exec_ && std::chrono::steady_clock::now() < deadline) {

@@ -87,8 +87,9 @@ class ApiClient {
   // One request answered whole: `method` (GET, POST, PUT, PATCH, DELETE) to base_path +
   // `path_query` with `body` of `content_type` ("" = application/json; no body for a GET when
   // empty). `timeout` bounds the whole call: connecting, sending and reading, and the one retry
-  // on a new connection when a kept-alive one turns out closed. Unavailable for a transport failure
-  // or a cancelled `call`; any HTTP status is a Reply.
+  // on a new connection when a kept-alive one turns out closed; a `timeout` of zero or less sends
+  // nothing. Unavailable for a transport failure, no time or a cancelled `call`; any HTTP status
+  // is a Reply.
   webhook::Result<Reply> send(std::string_view method, const std::string& path_query,
                               const std::string& body, std::string_view content_type,
                               Duration timeout, Call* call = nullptr);
@@ -109,6 +110,9 @@ class ApiClient {
   webhook::Result<Prepared> prepare(Duration timeout, bool connect_now = true);
   webhook::Error transport_error(std::string_view method, const std::string& path_query, int error,
                                  bool cancelled) const;
+  // kUnavailable: "<method> <URL without the query>: <what>".
+  webhook::Error call_error(std::string_view method, const std::string& path_query,
+                            const std::string& what) const;
   void saw_status(int status);
   using SteadyTime = std::chrono::steady_clock::time_point;
   webhook::Result<Reply> send_once(std::string_view method, const std::string& path_query,

@@ -290,7 +290,7 @@ webhook::Result<Slot> ClaimStore::place(const podpatch::PlaceRequest& request) {
   Attempts attempts;
   attempts.deadline = clock_.now() + options_.budget;
   std::shared_ptr<Group> g = group(request.key);
-  Turn turn(*g, options_.budget);
+  Turn turn(*g, remaining(attempts));
   if (!turn.held()) {
     count_denied();
     return Error{ErrorCode::kUnavailable,
