@@ -316,9 +316,9 @@ webhook::Error ApiClient::transport_error(std::string_view method, const std::st
   auto e = static_cast<httplib::Error>(error);
   std::string detail = e == httplib::Error::SSLConnection ? openssl_error() : "";
   ERR_clear_error();
-  return call_error(method, path_query,
-                    (cancelled ? "cancelled" : describe(e)) +
-                        (detail.empty() ? "" : " [" + detail + "]"));
+  return call_error(
+      method, path_query,
+      (cancelled ? "cancelled" : describe(e)) + (detail.empty() ? "" : " [" + detail + "]"));
 }
 
 webhook::Error ApiClient::call_error(std::string_view method, const std::string& path_query,

@@ -290,32 +290,49 @@ TEST_CASE(
   CHECK(api.writes("leases") <= 2);
 }
 
-TEST_CASE("M3.3: a slow API: a 2 s write inside a 3 s budget places the Pod") {
-  FakeApiServer api({});
+namespace {
+
+// One replica on the real clock with a `budget`, whose writes the API server delays.
+struct SlowApi {
+  explicit SlowApi(std::chrono::milliseconds budget)
+      : a(api, clock, "webhook-a", options(budget)) {}
+  static kube::ClaimStoreOptions options(std::chrono::milliseconds budget) {
+    kube::ClaimStoreOptions o;
+    o.budget = budget;
+    return o;
+  }
+  struct Timed {
+    webhook::Result<Slot> slot;
+    std::chrono::steady_clock::duration took;
+  };
+  // A placement while every write takes `delay`.
+  Timed place(std::chrono::milliseconds delay) {
+    api.set_write_delay(delay);
+    auto start = std::chrono::steady_clock::now();
+    webhook::Result<Slot> slot = a.place();
+    auto took = std::chrono::steady_clock::now() - start;
+    api.set_write_delay(std::chrono::milliseconds(0));
+    return {std::move(slot), took};
+  }
+
+  FakeApiServer api{{}};
   kube::SystemClock clock;
-  kube::ClaimStoreOptions o;
-  o.budget = std::chrono::seconds(3);
-  Replica a(api, clock, "webhook-a", o);
-  api.set_write_delay(std::chrono::milliseconds(2000));
-  auto start = std::chrono::steady_clock::now();
-  CHECK(a.place().value() == Slot{0, 0});
-  auto took = std::chrono::steady_clock::now() - start;
+  Replica a;
+};
+
+}  // namespace
+
+TEST_CASE("M3.3: a slow API: a 2 s write inside a 3 s budget places the Pod") {
+  SlowApi s(std::chrono::milliseconds(3000));
+  auto [slot, took] = s.place(std::chrono::milliseconds(2000));
+  CHECK(slot.value() == Slot{0, 0});
   CHECK(took < std::chrono::milliseconds(3500));  // bounded by the budget, not a speed check
-  api.set_write_delay(std::chrono::milliseconds(0));
 }
 
 TEST_CASE("M3.3: a write slower than what is left of the budget: denied within the budget") {
-  FakeApiServer api({});
-  kube::SystemClock clock;
-  kube::ClaimStoreOptions o;
-  o.budget = std::chrono::seconds(1);
-  Replica a(api, clock, "webhook-a", o);
-  CHECK(a.place().value() == Slot{0, 0});  // its connection stays open for the next write
-  api.set_write_delay(std::chrono::milliseconds(3000));
-  auto start = std::chrono::steady_clock::now();
-  webhook::Result<Slot> late = a.place();
-  auto took = std::chrono::steady_clock::now() - start;
-  api.set_write_delay(std::chrono::milliseconds(0));
+  SlowApi s(std::chrono::milliseconds(1000));
+  CHECK(s.a.place().value() == Slot{0, 0});  // its connection stays open for the next write
+  auto [late, took] = s.place(std::chrono::milliseconds(3000));
   REQUIRE_FALSE(late.has_value());
   CHECK(late.error().message.find("--claim-timeout") != std::string::npos);
   // The timed-out write is not sent again on a new connection past the budget (that took 2 s).
