@@ -41,8 +41,8 @@ inline constexpr std::string_view kKueueTopologyAnnotation =
     "kueue.x-k8s.io/podset-required-topology";
 inline constexpr std::string_view kSkipCheckAnnotation = "cloud.google.com/skip-tpu-webhook-check";
 
-// The labels and annotations of a Pod the mutation reads (PodView::label and ::annotation check
-// it): the fast decode keeps only these of a Pod (admission/pod_review.cpp).
+// The labels and annotations of a Pod the mutation reads: the fast decode keeps only these of a
+// Pod (admission/pod_review.cpp), and PodView::label and ::annotation take no other (Listed).
 inline constexpr auto kPodLabelsRead = std::to_array<std::string_view>(
     {kClusterLabel, kGroupLabel, kReplicaIndexLabel, kHostIndexLabel, kReplicaNameLabel,
      kLegacyReplicaLabel, kKueueQueueLabel});
@@ -52,6 +52,20 @@ template <std::size_t N>
 constexpr bool listed(const std::array<std::string_view, N>& keys, std::string_view key) {
   return std::find(keys.begin(), keys.end(), key) != keys.end();
 }
+
+// A key of `List`, checked as the program compiles: `Listed<kPodLabelsRead> k = "x";` for an
+// "x" not in it does not compile ("not a constant expression", at the throw below).
+template <const auto& List>
+struct Listed {
+  consteval Listed(std::string_view k) : key(k) {
+    if (!listed(List, k)) {
+      throw "a key the fast decode does not keep: add it to kPodLabelsRead or kPodAnnotationsRead";
+    }
+  }
+  template <std::size_t N>
+  consteval Listed(const char (&k)[N]) : Listed(std::string_view(k, N - 1)) {}
+  std::string_view key;
+};
 
 // Environment variables (docs/spec.md M5).
 inline constexpr std::string_view kMegascaleNumSlices = "MEGASCALE_NUM_SLICES";

@@ -1,6 +1,5 @@
 #include "podpatch/pod_view.h"
 
-#include <stdexcept>
 #include <type_traits>
 
 #include "base/json/access.h"
@@ -323,18 +322,12 @@ std::string pod_name(const json& pod, std::string_view fallback) {
   return "(no name)";
 }
 
-std::optional<std::string_view> PodView::label(std::string_view key) const {
-  if (!keys::listed(keys::kPodLabelsRead, key)) {
-    throw std::logic_error("label " + std::string(key) + " is not in keys::kPodLabelsRead");
-  }
-  return string_member(labels_, key);
+std::optional<std::string_view> PodView::label(keys::Listed<keys::kPodLabelsRead> key) const {
+  return string_member(labels_, key.key);
 }
-std::optional<std::string_view> PodView::annotation(std::string_view key) const {
-  if (!keys::listed(keys::kPodAnnotationsRead, key)) {
-    throw std::logic_error("annotation " + std::string(key) +
-                           " is not in keys::kPodAnnotationsRead");
-  }
-  return string_member(annotations_, key);
+std::optional<std::string_view> PodView::annotation(
+    keys::Listed<keys::kPodAnnotationsRead> key) const {
+  return string_member(annotations_, key.key);
 }
 std::optional<std::string_view> PodView::node_selector(std::string_view key) const {
   return string_member(node_selector_, key);

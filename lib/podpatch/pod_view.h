@@ -17,6 +17,7 @@
 
 #include "base/json/access.h"
 #include "base/status/result.h"
+#include "podpatch/keys.h"
 #include "podpatch/labels.h"
 
 namespace podpatch {
@@ -75,9 +76,9 @@ class PodView {
   std::string display_name() const { return pod_name(*pod_); }
 
   // `key` is one of keys::kPodLabelsRead / kPodAnnotationsRead, the only ones the server's fast
-  // decode keeps of a Pod (std::logic_error otherwise: list a key there before reading it).
-  std::optional<std::string_view> label(std::string_view key) const;
-  std::optional<std::string_view> annotation(std::string_view key) const;
+  // decode keeps of a Pod; any other does not compile (list a key there before reading it).
+  std::optional<std::string_view> label(keys::Listed<keys::kPodLabelsRead> key) const;
+  std::optional<std::string_view> annotation(keys::Listed<keys::kPodAnnotationsRead> key) const;
   std::optional<std::string_view> node_selector(std::string_view key) const;
   const json* node_selector_object() const { return node_selector_; }
 
