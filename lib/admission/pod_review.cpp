@@ -87,8 +87,8 @@ json kept_fields(dom::element e, Keep keep) {
   return out;
 }
 
-// Labels or annotations: of an object of strings, the `keys` the mutation reads (PodView checks
-// it reads no other); a value that is not an object is kept whole, and an object holding a value
+// Labels or annotations: of an object of strings, the `keys` the mutation reads (PodView takes
+// no other key); a value that is not an object is kept whole, and an object holding a value
 // that is not a string is decode()'s (PodView names what is wrong).
 template <std::size_t N>
 json read_strings(dom::element e, const std::array<std::string_view, N>& keys) {
@@ -181,8 +181,9 @@ json container_fields(dom::element c) {
 }
 
 // What PodView, the Handler and the mutation read of a Pod: metadata's names, the labels and
-// annotations they read (keys::kPodLabelsRead, kPodAnnotationsRead) and deletionTimestamp; spec's nodeSelector, hostname, subdomain, affinity and each
-// container's name, resources and env.
+// annotations they read (keys::kPodLabelsRead, kPodAnnotationsRead) and deletionTimestamp;
+// spec's nodeSelector, hostname, subdomain, affinity and each container's name, resources and
+// env.
 json pod_fields(dom::element pod) {
   if (!pod.is_object()) {
     return to_json(pod);

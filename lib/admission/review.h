@@ -154,13 +154,13 @@ inline constexpr std::size_t kFastDecodeMaxBytes = std::size_t{16} << 10;
 // decode() for POST /mutate, the server's hot path: the review is read with simdjson, and of
 // request.object only what the Handler reads of a Pod is built (metadata's name, generateName,
 // namespace, deletionTimestamp, and the labels and annotations of podpatch::keys::kPodLabelsRead
-// and kPodAnnotationsRead, when every label and annotation is a string; spec's nodeSelector, hostname,
-// subdomain, affinity and containers' name, google.com/tpu of resources.requests and .limits,
-// and env, where a valueFrom is kept only as `true` and an entry of a variable the webhook
-// neither reads nor writes is only podpatch::elided_env_entry()), at their own paths, so the
-// Handler's answer is the same as for decode()'s whole object (test/unit/admission checks it on
-// every fixture and the odd-Pod corpus). request.oldObject is not read. Anything else (a body
-// that decode() refuses, one larger than kFastDecodeMaxBytes, JSON simdjson does not take)
+// and kPodAnnotationsRead, when every label and annotation is a string; spec's nodeSelector,
+// hostname, subdomain, affinity and containers' name, google.com/tpu of resources.requests and
+// .limits, and env, where a valueFrom is kept only as `true` and an entry of a variable the
+// webhook neither reads nor writes is only podpatch::elided_env_entry()), at their own paths,
+// so the Handler's answer is the same as for decode()'s whole object (test/unit/admission checks
+// it on every fixture and the odd-Pod corpus). request.oldObject is not read. Anything else (a
+// body that decode() refuses, one larger than kFastDecodeMaxBytes, JSON simdjson does not take)
 // is decode()'s, with its answers.
 webhook::Result<Request> decode_for_mutation(std::string_view body);
 

@@ -45,7 +45,7 @@ struct KeptAlive {
 
 }  // namespace
 
-TEST_CASE("ApiClient: a timed-out request on a kept-alive connection is not sent again") {
+TEST_CASE("M3.3: ApiClient: a timed-out request on a kept-alive connection is not sent again") {
   KeptAlive k;
   k.api.set_write_delay(3000ms);  // longer than the timeout
   auto [late, took] = k.create(1000ms);
@@ -58,7 +58,7 @@ TEST_CASE("ApiClient: a timed-out request on a kept-alive connection is not sent
   CHECK(k.api.write_attempts("leases") == 1);
 }
 
-TEST_CASE("ApiClient: a call with no time left is not sent and does not wait") {
+TEST_CASE("M3.3: ApiClient: a call with no time left is not sent and does not wait") {
   KeptAlive k;
   k.api.set_write_delay(3000ms);
   for (auto timeout : {0ms, -5ms}) {

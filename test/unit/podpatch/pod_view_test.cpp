@@ -5,7 +5,6 @@
 
 #include <catch2/catch.hpp>
 #include <cstdint>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
