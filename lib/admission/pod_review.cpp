@@ -71,17 +71,21 @@ json to_json(dom::element e) {
   throw Unusual{};
 }
 
-// The fields of an object kept whole, where the others are dropped; a value that is not an
-// object is kept whole (PodView names its type in the denial).
-template <class Keep>
-json kept_fields(dom::element e, Keep keep) {
+// A field's value as nlohmann's parser builds it.
+json whole(std::string_view /*key*/, dom::element value) { return to_json(value); }
+
+// The fields of an object that `keep` names, each as `build` makes it of its key and value
+// (whole by default), the others dropped; a value that is not an object is kept whole (PodView
+// names its type in the denial). The last of repeated keys counts, as in nlohmann's parse.
+template <class Keep, class Build = decltype(&whole)>
+json kept_fields(dom::element e, Keep keep, Build build = &whole) {
   if (!e.is_object()) {
     return to_json(e);
   }
   json out = json::object();
   for (dom::key_value_pair field : dom::object(e)) {
     if (keep(field.key)) {
-      out[std::string(field.key)] = to_json(field.value);
+      out[std::string(field.key)] = build(field.key, field.value);
     }
   }
   return out;
@@ -157,18 +161,12 @@ json container_fields(dom::element c) {
   for (dom::key_value_pair field : dom::object(c)) {
     if (field.key == "name") {
       out["name"] = to_json(field.value);
-    } else if (field.key == "resources") {
-      json& resources = out["resources"] = kept_fields(
-          field.value, [](std::string_view k) { return k == "requests" || k == "limits"; });
-      if (!field.value.is_object()) {
-        continue;
-      }
-      for (dom::key_value_pair list : dom::object(field.value)) {
-        if (list.key == "requests" || list.key == "limits") {
-          resources[std::string(list.key)] =
-              kept_fields(list.value, [](std::string_view k) { return k == "google.com/tpu"; });
-        }
-      }
+    } else if (field.key == "resources") {  // of requests and limits, google.com/tpu only
+      out["resources"] = kept_fields(
+          field.value, [](std::string_view k) { return k == "requests" || k == "limits"; },
+          [](std::string_view, dom::element list) {
+            return kept_fields(list, [](std::string_view k) { return k == "google.com/tpu"; });
+          });
     } else if (field.key == "env") {
       if (!field.value.is_array()) {
         out["env"] = to_json(field.value);
@@ -191,19 +189,17 @@ json pod_fields(dom::element pod) {
   json out = json::object();
   for (dom::key_value_pair top : dom::object(pod)) {
     if (top.key == "metadata") {
-      json& metadata = out["metadata"] = kept_fields(top.value, [](std::string_view k) {
-        return one_of(k, {"name", "generateName", "namespace", "deletionTimestamp"});
-      });
-      if (!top.value.is_object()) {
-        continue;
-      }
-      for (dom::key_value_pair field : dom::object(top.value)) {  // the last of repeated keys
-        if (field.key == "labels") {
-          metadata["labels"] = read_strings(field.value, podpatch::keys::kPodLabelsRead);
-        } else if (field.key == "annotations") {
-          metadata["annotations"] = read_strings(field.value, podpatch::keys::kPodAnnotationsRead);
-        }
-      }
+      out["metadata"] = kept_fields(
+          top.value,
+          [](std::string_view k) {
+            return one_of(k, {"name", "generateName", "namespace", "deletionTimestamp", "labels",
+                              "annotations"});
+          },
+          [](std::string_view k, dom::element v) {
+            return k == "labels"        ? read_strings(v, podpatch::keys::kPodLabelsRead)
+                   : k == "annotations" ? read_strings(v, podpatch::keys::kPodAnnotationsRead)
+                                        : to_json(v);
+          });
     } else if (top.key == "spec") {
       if (!top.value.is_object()) {
         out["spec"] = to_json(top.value);
