@@ -32,6 +32,23 @@ TEST_CASE("append_json_string: every ASCII byte as nlohmann::json dumps it", "[b
   }
 }
 
+TEST_CASE("append_json_string: every byte at every place of a longer string as nlohmann dumps it",
+          "[base][json_write]") {
+  // The copy goes eight bytes at a time where none needs care: a byte that does, at each of the
+  // places of a word, in the first word, the last whole one and the tail, changes the text.
+  std::string plain = "0123456789abcdefghijklmnopq";  // 27 bytes: three words and a tail of 3
+  for (int c = 0; c < 0x100; ++c) {
+    for (std::size_t at = 0; at < plain.size(); ++at) {
+      std::string s = plain;
+      s[at] = static_cast<char>(c);
+      CAPTURE(c, at);
+      REQUIRE(written(s) ==
+              nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    }
+  }
+  CHECK(written(plain + "\"" + plain) == "\"" + plain + "\\\"" + plain + "\"");
+}
+
 TEST_CASE("append_json_string: UTF-8 as it is, invalid bytes replaced", "[base][json_write]") {
   CHECK(written("caf\xc3\xa9") == "\"caf\xc3\xa9\"");
   CHECK(written("a\xff") == "\"a\xef\xbf\xbd\"");  // U+FFFD
