@@ -37,7 +37,27 @@ std::size_t character_at(std::string_view s, std::size_t i) {
 void append_bounded(std::string& out, std::string_view s, bool escape) {
   std::size_t start = out.size();
   std::size_t i = 0;
+  auto as_is = [escape](char ch) {  // ASCII written as it is
+    auto c = static_cast<unsigned char>(ch);
+    return c < 0x80 && !(escape && webhook::json_escaped(c, {.del = true}));
+  };
+  auto cut = [&] { out += "\xe2\x80\xa6(cut, " + std::to_string(s.size()) + " bytes)"; };  // …
   while (i < s.size()) {
+    std::size_t run = i;  // bytes written as they are: appended at once, as far as they fit
+    while (run < s.size() && as_is(s[run])) {
+      ++run;
+    }
+    if (run > i) {
+      std::size_t room = kMaxLogValueBytes - (out.size() - start);
+      if (run - i > room) {
+        out.append(s.data() + i, room);
+        cut();
+        return;
+      }
+      out.append(s.data() + i, run - i);
+      i = run;
+      continue;
+    }
     std::size_t n = character_at(s, i);
     std::size_t before = out.size();
     for (std::size_t k = 0; k < n; ++k) {
@@ -50,7 +70,7 @@ void append_bounded(std::string& out, std::string_view s, bool escape) {
     }
     if (out.size() - start > kMaxLogValueBytes) {
       out.resize(before);
-      out += "\xe2\x80\xa6(cut, " + std::to_string(s.size()) + " bytes)";  // U+2026 …
+      cut();
       return;
     }
     i += n;
@@ -139,13 +159,13 @@ class BufferedFdSink final : public spdlog::sinks::base_sink<std::mutex> {
 
  protected:
   void sink_it_(const spdlog::details::log_msg& msg) override {
-    spdlog::memory_buf_t formatted;
-    formatter_->format(msg, formatted);
-    if (pending_.size() + formatted.size() > kMaxPendingBytes) {
+    formatted_.clear();  // kept from line to line (under the sink's lock)
+    formatter_->format(msg, formatted_);
+    if (pending_.size() + formatted_.size() > kMaxPendingBytes) {
       ++dropped_;  // the flusher cannot keep up: drop rather than block the server
       return;
     }
-    pending_.append(formatted.data(), formatted.size());
+    pending_.append(formatted_.data(), formatted_.size());
     if (pending_.size() >= kFlushBytes && !woken_) {
       woken_ = true;
       stop_cv_.notify_one();
@@ -210,8 +230,9 @@ class BufferedFdSink final : public spdlog::sinks::base_sink<std::mutex> {
   int fd_;
   LogFormat format_;
   std::string pending_;
-  bool woken_ = false;       // under mutex_: the flusher was told 64 KiB are pending
-  std::size_t dropped_ = 0;  // under mutex_
+  spdlog::memory_buf_t formatted_;  // under mutex_: the line being formatted
+  bool woken_ = false;              // under mutex_: the flusher was told 64 KiB are pending
+  std::size_t dropped_ = 0;         // under mutex_
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;
   bool stop_ = false;
@@ -225,7 +246,12 @@ Log::Log(std::shared_ptr<spdlog::logger> logger, LogFormat format, int verbosity
 
 std::string Log::render(std::string_view msg, std::span<const LogField> fields) const {
   std::string out;
-  out.reserve(256);
+  render_into(out, msg, fields);
+  return out;
+}
+
+void Log::render_into(std::string& out, std::string_view msg,
+                      std::span<const LogField> fields) const {
   bool json = format_ == LogFormat::kJson;
   if (json) {
     out += "\"msg\":";
@@ -251,7 +277,6 @@ std::string Log::render(std::string_view msg, std::span<const LogField> fields) 
       out += std::get<bool>(f.value) ? "true" : "false";
     }
   }
-  return out;
 }
 
 void Log::write(LogLevel level, std::string_view msg, std::span<const LogField> fields) const {
@@ -272,7 +297,9 @@ void Log::write(LogLevel level, std::string_view msg, std::span<const LogField> 
   if (!logger_->should_log(to)) {
     return;
   }
-  std::string body = render(msg, fields);
+  thread_local std::string body;  // kept from line to line: no allocation once it is grown
+  body.clear();
+  render_into(body, msg, fields);
   logger_->log(to, spdlog::string_view_t(body.data(), body.size()));
 }
 

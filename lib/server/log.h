@@ -60,6 +60,7 @@ class Log : public webhook::Logger {
   std::string render(std::string_view msg, std::span<const LogField> fields) const;
 
  private:
+  void render_into(std::string& out, std::string_view msg, std::span<const LogField> fields) const;
   std::shared_ptr<spdlog::logger> logger_;
   LogFormat format_;
   int verbosity_;
