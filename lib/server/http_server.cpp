@@ -101,7 +101,6 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
   std::list<Connection*>::iterator place;
 
  private:
-  void set_deadline(Clock::time_point t) { stream_.expires_at(t); }
   asio::awaitable<Io> read_into_parser();
   bool begin_request();
   asio::awaitable<bool> read_while(http1::State phase);
@@ -148,7 +147,7 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
 };
 
 asio::awaitable<void> HttpServer::Connection::run(std::shared_ptr<Connection> self) {
-  set_deadline(Clock::now() + o_.read_timeout);  // the handshake and the first byte
+  stream_.expires_at(Clock::now() + o_.read_timeout);  // the handshake and the first byte
   // (No co_await in an operand of && or ||: GCC 12 runs it even when the left one decides.)
   bool open = stream_.ok();
   if (open) {
@@ -233,7 +232,7 @@ bool HttpServer::Connection::begin_request() {
     wake_if_idle();
     return false;
   }
-  set_deadline(Clock::now() + o_.read_timeout);
+  stream_.expires_at(Clock::now() + o_.read_timeout);
   return true;
 }
 
@@ -363,7 +362,7 @@ HttpRequestView HttpServer::Connection::view() const {
 
 // The handler, on the pool; the connection resumes on its own loop with the answer.
 asio::awaitable<HttpReply> HttpServer::Connection::handle() {
-  set_deadline(Clock::time_point::max());
+  stream_.expires_at(Clock::time_point::max());
   auto run = [&handler = o_.handler, request = view()]() {
     try {
       return handler(request);
@@ -430,7 +429,7 @@ asio::awaitable<bool> HttpServer::Connection::answer(const HttpReply& reply, boo
   if (!head_only) {
     out_ += reply.body;
   }
-  set_deadline(answered_at + o_.read_timeout);
+  stream_.expires_at(answered_at + o_.read_timeout);
   bool written = co_await stream_.write_all(out_);
   release_budget();
   if (o_.on_response) {
@@ -452,7 +451,7 @@ asio::awaitable<bool> HttpServer::Connection::answer(const HttpReply& reply, boo
   Clock::time_point now = Clock::now();
   idle_since_ = now.time_since_epoch().count();
   state_ = kIdle;
-  set_deadline(now + o_.idle_timeout);
+  stream_.expires_at(now + o_.idle_timeout);
   co_return true;
 }
 
@@ -460,7 +459,7 @@ asio::awaitable<bool> HttpServer::Connection::answer(const HttpReply& reply, boo
 // sent before its request was read whole is read by the client instead of lost to a reset.
 asio::awaitable<void> HttpServer::Connection::linger() {
   stream_.shutdown_send();
-  set_deadline(Clock::now() + kLingerTime);
+  stream_.expires_at(Clock::now() + kLingerTime);
   co_await stream_.discard_until_closed(scratch(), kReadChunk);
   why_ = "";
 }
