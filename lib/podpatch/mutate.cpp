@@ -536,11 +536,11 @@ Mutation plan_mutation(const PodView& view, const MutationPlan& plan) {
     m.hostname =
         spec_string(spec, "hostname", topology::host_name(group, plan.slot.replica, plan.slot.host),
                     m.warnings);
-    m.subdomain = spec_string(spec, "subdomain", plan.svc, m.warnings);
+    m.subdomain = spec_string(spec, "subdomain", std::string(plan.svc), m.warnings);
   }
   if (slice.multi_host()) {
     m.match = AffinityMatch{std::string(keys::kLegacyReplicaLabel), replica_value, cluster,
-                            plan.topology_key};
+                            std::string(plan.topology_key)};
     auto replica_name = view.label(keys::kReplicaNameLabel);
     if (replica_name && view.label(keys::kHostIndexLabel)) {
       m.match.key = keys::kReplicaNameLabel;

@@ -12,6 +12,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/json/access.h"
@@ -23,11 +24,12 @@
 
 namespace podpatch {
 
+// Borrows what it names: the slice and both strings must outlive plan_mutation and mutate.
 struct MutationPlan {
   const topology::Slice* slice = nullptr;
   Slot slot;
-  std::string svc;           // headless Service name (docs/spec.md Terms)
-  std::string topology_key;  // for the affinity terms (M4), used when the slice is multi-host
+  std::string_view svc;           // headless Service name (docs/spec.md Terms)
+  std::string_view topology_key;  // for the affinity terms (M4), used when the slice is multi-host
   topology::Ports ports;
   bool add_replica_label = false;  // M3: add replicaIndex=<group>-<replica>
 };

@@ -118,9 +118,10 @@ Outcome run(const std::string& name, const json& pod, const Options& o = {}) {
   podpatch::MutationPlan plan;
   plan.slice = &*slice;
   plan.slot = o.slot;
-  plan.svc = o.svc;
-  plan.topology_key =
+  std::string topology_key =
       o.topology_key.empty() ? podpatch::default_topology_key(*view) : o.topology_key;
+  plan.svc = o.svc;
+  plan.topology_key = topology_key;
   plan.ports = o.ports;
   plan.add_replica_label = o.add_replica_label;
   out.mutated = out.original;
