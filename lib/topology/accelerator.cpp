@@ -40,13 +40,17 @@ const Accelerator* find_accelerator(std::string_view label) {
   return nullptr;
 }
 
+bool Accelerator::hosts_slice_with(int chips, int slice_chips) const {
+  bool whole_slice = chips == slice_chips;
+  bool multi_host = chips == kMultiHostChipsPerVm && slice_chips > chips &&
+                    slice_chips % chips == 0 && !single_host_only;
+  return offers_chips_per_host(chips) && (whole_slice || multi_host);
+}
+
 std::vector<int> Accelerator::chips_per_host_for(int slice_chips) const {
   std::vector<int> out;
   for (int c : chips_per_host) {
-    bool whole_slice = c == slice_chips;
-    bool multi_host =
-        c == kMultiHostChipsPerVm && slice_chips > c && slice_chips % c == 0 && !single_host_only;
-    if (whole_slice || multi_host) {
+    if (hosts_slice_with(c, slice_chips)) {
       out.push_back(c);
     }
   }

@@ -26,6 +26,8 @@ struct Accelerator {
   // (kMultiHostChipsPerVm chips per VM), when it divides the slice (docs/topology.md §1). Empty
   // when no machine type fits.
   std::vector<int> chips_per_host_for(int slice_chips) const;
+  // Whether `chips` is one of chips_per_host_for(slice_chips).
+  bool hosts_slice_with(int chips, int slice_chips) const;
 };
 
 // Multi-host slices of every known generation run on VMs of this many chips (the -4t machine

@@ -1,6 +1,6 @@
 #include "topology/shape.h"
 
-#include <vector>
+#include <array>
 
 #include "base/text/numbers.h"
 #include "base/text/text.h"
@@ -16,20 +16,26 @@ webhook::Error bad(std::string_view text, const std::string& what) {
                                    "; " + std::string(kExpected));
 }
 
-std::vector<std::string_view> split_x(std::string_view text) {
-  std::vector<std::string_view> parts;
-  parts.reserve(4);  // at most three dims, and one more to report "too many"
+// The parts of a topology between its 'x's: up to three dims, and a fourth and the rest to
+// report "too many" (huge inputs are not scanned further).
+struct Parts {
+  std::array<std::string_view, 5> at;
+  std::size_t size = 0;
+};
+
+Parts split_x(std::string_view text) {
+  Parts parts;
   std::size_t start = 0;
   while (true) {
     std::size_t pos = text.find('x', start);
     if (pos == std::string_view::npos) {
-      parts.push_back(text.substr(start));
+      parts.at[parts.size++] = text.substr(start);
       return parts;
     }
-    parts.push_back(text.substr(start, pos - start));
+    parts.at[parts.size++] = text.substr(start, pos - start);
     start = pos + 1;
-    if (parts.size() > 3) {  // enough to report "too many"; do not scan huge inputs further
-      parts.push_back(text.substr(start));
+    if (parts.size > 3) {
+      parts.at[parts.size++] = text.substr(start);
       return parts;
     }
   }
@@ -50,22 +56,22 @@ webhook::Result<Shape> parse_shape(std::string_view text) {
   if (text.empty()) {
     return webhook::invalid_argument("topology is empty; " + std::string(kExpected));
   }
-  std::vector<std::string_view> parts = split_x(text);
-  if (parts.size() < 2 || parts.size() > 3) {
+  Parts parts = split_x(text);
+  if (parts.size < 2 || parts.size > 3) {
     std::string what =
-        parts.size() < 2
+        parts.size < 2
             ? "it has 1 dimension"
-            : "it has " + std::string(parts.size() > 4 ? "more than 4" : "4") + " dimensions";
-    if (parts.size() < 2 && text.find('X') != std::string_view::npos) {
+            : "it has " + std::string(parts.size > 4 ? "more than 4" : "4") + " dimensions";
+    if (parts.size < 2 && text.find('X') != std::string_view::npos) {
       what += " (use a lowercase 'x')";
     }
     return bad(text, what);
   }
   Shape shape;
-  shape.rank = static_cast<int>(parts.size());
+  shape.rank = static_cast<int>(parts.size);
   long long chips = 1;
-  for (std::size_t i = 0; i < parts.size(); ++i) {
-    std::string_view token = parts[i];
+  for (std::size_t i = 0; i < parts.size; ++i) {
+    std::string_view token = parts.at[i];
     std::string where = "dimension " + std::to_string(i + 1);
     if (token.empty()) {
       return bad(text, where + " is empty");

@@ -93,13 +93,10 @@ std::vector<std::string> Slice::advisories() const {
 }
 
 std::string Slice::chips_fix() const {
-  if (known_ == nullptr) {
+  if (known_ == nullptr || known_->hosts_slice_with(chips_per_host_, chips())) {
     return {};
   }
   std::vector<int> valid = known_->chips_per_host_for(chips());
-  if (std::find(valid.begin(), valid.end(), chips_per_host_) != valid.end()) {
-    return {};
-  }
   if (valid.empty()) {
     return "no " + std::string(known_->label) + " machine type fits topology " + shape_.text();
   }

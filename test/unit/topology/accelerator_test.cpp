@@ -105,6 +105,11 @@ TEST_CASE("chips_per_host_for: the VM holding the whole slice, or the 4-chip mul
   const topology::Accelerator* a = topology::find_accelerator(label);
   REQUIRE(a != nullptr);
   CHECK(a->chips_per_host_for(chips) == want);
+  for (int per_host : {1, 2, 4, 8, 16}) {  // and hosts_slice_with holds for exactly those
+    CAPTURE(per_host);
+    CHECK(a->hosts_slice_with(per_host, chips) ==
+          (std::find(want.begin(), want.end(), per_host) != want.end()));
+  }
 }
 
 TEST_CASE("closest_accelerator: the label a typo meant, or nothing", "[topology][accelerator]") {
