@@ -7,6 +7,7 @@
 #include <mutex>
 #include <thread>
 
+#include "server/budget_wait.h"
 #include "server/byte_stream.h"
 
 namespace server {
@@ -143,7 +144,8 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
   std::string in_;  // read, not yet parsed
   std::string out_;
   std::uint64_t charged_ = 0;
-  std::string_view why_;  // why it closed, for the debug log
+  Clock::time_point whole_at_;  // the request was read whole, or its refusal was found
+  std::string_view why_;        // why it closed, for the debug log
 };
 
 asio::awaitable<void> HttpServer::Connection::run(std::shared_ptr<Connection> self) {
@@ -174,6 +176,7 @@ asio::awaitable<bool> HttpServer::Connection::exchange() {
   if (!co_await read_body()) {
     co_return false;
   }
+  whole_at_ = Clock::now();
   const http1::Head& h = parser_.head();
   if (o_.on_request) {
     o_.on_request(h.path);
@@ -288,31 +291,17 @@ asio::awaitable<bool> HttpServer::Connection::take_budget() {
                              "raise --memory-limit"};
     co_return co_await refuse(std::move(never));
   }
-  if (budget->try_acquire(charge)) {
-    charged_ = charge;
-    co_return true;
+  bool counted = budget->try_acquire(charge);
+  if (!counted) {
+    counted = co_await wait_for_budget(*budget, charge, stream_.expiry());
   }
-  auto granted = std::make_shared<bool>(false);  // read and written on this loop only
-  asio::steady_timer wake(executor(), stream_.expiry());
-  std::uint64_t ticket = budget->enqueue(charge, [ex = executor(), granted, &wake] {
-    asio::post(ex, [granted, &wake] {
-      *granted = true;
-      wake.cancel();
-    });
-  });
-  std::error_code ec;
-  co_await wake.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-  if (!*granted && budget->withdraw(ticket)) {
+  if (!counted) {
     Refusal busy{.status = 503,
                  .message =
                      "the in-flight memory budget stayed full until --read-timeout "
                      "passed; retry",
                  .route = RouteRefusal::kBusy};
     co_return co_await refuse(std::move(busy));
-  }
-  while (!*granted) {  // granted as the deadline passed: its notice is on the way
-    wake.expires_at(Clock::time_point::max());
-    co_await wake.async_wait(asio::redirect_error(asio::use_awaitable, ec));
   }
   charged_ = charge;
   co_return true;
@@ -389,6 +378,7 @@ asio::awaitable<HttpReply> HttpServer::Connection::handle() {
 // worded by `refuse`, with the body's first bytes, so it can be an AdmissionReview denial naming
 // the request's uid; any other is a metav1 Status of its own.
 asio::awaitable<bool> HttpServer::Connection::refuse(Refusal r) {
+  whole_at_ = Clock::now();
   const http1::Head& h = parser_.head();
   if (o_.on_request) {
     o_.on_request(h.path);
@@ -416,7 +406,7 @@ asio::awaitable<bool> HttpServer::Connection::refuse(Refusal r) {
 // the next request.
 asio::awaitable<bool> HttpServer::Connection::answer(const HttpReply& reply, bool close,
                                                      bool head_only) {
-  Clock::time_point answered_at = Clock::now();
+  Clock::time_point ready = Clock::now();
   out_.clear();
   out_.reserve(reply.body.size() + 256);
   http1::write_response_head(out_,
@@ -429,12 +419,12 @@ asio::awaitable<bool> HttpServer::Connection::answer(const HttpReply& reply, boo
   if (!head_only) {
     out_ += reply.body;
   }
-  stream_.expires_at(answered_at + o_.read_timeout);
+  stream_.expires_at(ready + o_.read_timeout);
   bool written = co_await stream_.write_all(out_);
   release_budget();
   if (o_.on_response) {
     o_.on_response(parser_.head().path, reply.metric_code != 0 ? reply.metric_code : reply.status,
-                   Clock::now() - answered_at);
+                   ready - whole_at_);
   }
   ++served_;
   out_.clear();

@@ -2,8 +2,8 @@
 // The webhook's HTTP/1.1 server: one coroutine per connection on standalone Asio, a few I/O
 // threads (each running its own event loop), and a fixed pool of handler threads on which the
 // route runs, never on an I/O thread. Idle, half-open, handshaking and slowly-sending
-// connections cost a coroutine frame and their OpenSSL state, never a thread (docs/server.md
-// "Connections and limits", docs/security.md).
+// connections cost a few coroutine frames and their OpenSSL state, never a thread
+// (docs/server.md "Connections and limits", docs/security.md).
 //
 //   server::HttpServer https({.ssl_ctx = ctx, .limits = limits, .io_threads = 2,
 //                             .handler_threads = 2,
@@ -36,8 +36,9 @@
 // `refuse` words those that belong to a route (a body too large, cut by the deadline, or left
 // without budget: the view's too_large, timed_out or busy is set and its body is the first bytes
 // read), the transport the rest (a metav1 Status, status_json). Every response the server writes
-// is reported to on_response after its last byte is written (latency from the end of the
-// request to then).
+// is reported to on_response after its last byte is written, with the time from the request
+// being read whole (or its refusal being found) to its answer being ready: the wait for the
+// handler pool and the handler, not the network.
 
 #include <openssl/ssl.h>
 
@@ -79,6 +80,7 @@ struct HttpServerOptions {
   std::function<void()> on_connection_close;
   // A request (or a refusal of one) begins being answered / its answer was written.
   std::function<void(std::string_view path)> on_request;
+  // `latency`: from the request read whole (or its refusal found) to its answer ready.
   std::function<void(std::string_view path, int code, std::chrono::nanoseconds latency)>
       on_response;
 };

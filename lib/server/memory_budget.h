@@ -9,7 +9,9 @@
 //     ...
 //     if (budget.withdraw(ticket)) { /* gave up before the grant: nothing counted */ }
 //   }
-//   if (budget.release(n)) { server::release_free_memory(); }  // after a large burst
+//   if (budget.release(n)) { server::release_free_memory(); }  // emptied after 8 MiB or more
+//
+// A coroutine on an event loop waits with server::wait_for_budget (server/budget_wait.h).
 
 #include <cstdint>
 #include <functional>
@@ -34,8 +36,8 @@ class MemoryBudget {
   std::uint64_t enqueue(std::uint64_t bytes, std::function<void()> granted);
   // Takes a queued request back; false when it was granted meanwhile (its bytes are counted).
   bool withdraw(std::uint64_t ticket);
-  // Returns `bytes`; true when nothing is held any more after a large grant (time to give
-  // freed memory back to the system).
+  // Returns `bytes`; true when nothing is held any more and the budget has held 8 MiB or more at
+  // once since it was last empty (time to give freed memory back to the system).
   bool release(std::uint64_t bytes);
 
  private:

@@ -132,9 +132,10 @@ struct TestServer {
     if (!options.refuse && route_refusals) {
       options.refuse = options.handler;  // refusals are worded as the route's answers are
     }
-    options.on_response = [this](std::string_view, int code, std::chrono::nanoseconds) {
+    options.on_response = [this](std::string_view, int code, std::chrono::nanoseconds latency) {
       std::lock_guard<std::mutex> lock(mu);
       codes.push_back(code);
+      latencies.push_back(latency);
       changed.notify_all();
     };
     options.on_connection_open = [this] {
@@ -174,6 +175,7 @@ struct TestServer {
   std::mutex mu;
   std::condition_variable changed;
   std::vector<int> codes;
+  std::vector<std::chrono::nanoseconds> latencies;  // as on_response reported them
   int opened = 0;
 };
 
@@ -443,6 +445,27 @@ TEST_CASE("HEAD answers carry no body; stop_serving closes idle connections", "[
   s.reset();  // stop_serving, then serve() returns once every connection closed
   CHECK(Clock::now() - start < 1s);
   CHECK(c.closed_by_server());
+}
+
+TEST_CASE("a response's reported latency spans the handler, from the request read whole",
+          "[transport]") {
+  // The handler takes at least 200 ms, and the reported latency must too (the request duration
+  // histogram is made of it); the time to write the answer alone is microseconds.
+  server::HttpServerOptions o = small(1);
+  o.handler = [](const server::HttpRequestView&) {
+    std::this_thread::sleep_for(200ms);
+    server::HttpReply reply;
+    reply.content_type = "text/plain";
+    reply.body = "slow";
+    return reply;
+  };
+  TestServer s(std::move(o));
+  Socket c(s.port, 5000ms);
+  c.send(post("/slow", "x"));
+  CHECK_THAT(c.read_response(), Catch::EndsWith("slow"));
+  REQUIRE(s.wait_answered(1));
+  std::lock_guard<std::mutex> lock(s.mu);
+  CHECK(s.latencies.at(0) >= 200ms);
 }
 
 TEST_CASE("a route that blocks holds a handler thread, never another connection's answer",
