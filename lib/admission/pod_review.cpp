@@ -1,5 +1,5 @@
 // decode_for_mutation: the review read with simdjson, and only the Pod fields the Handler reads
-// built as json (docs/server.md "The request path").
+// built as json (docs/architecture.md "Why the Pod stays raw JSON").
 #include <simdjson.h>
 
 #include <array>
@@ -220,7 +220,8 @@ json pod_fields(dom::element pod) {
   return out;
 }
 
-// The last member named `key` (nlohmann keeps the last of repeated keys), or nullptr.
+// Whether `obj` has a member named `key`; if so, the last one (nlohmann keeps the last of
+// repeated keys) is written to `out`.
 bool last_member(dom::element obj, std::string_view key, dom::element& out) {
   bool found = false;
   for (dom::key_value_pair field : dom::object(obj)) {

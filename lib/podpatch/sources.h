@@ -1,7 +1,7 @@
 #pragma once
 // What the webhook needs from the live cluster, behind small interfaces (docs/architecture.md
-// "Folders and seams"): fed by API watches in the server, by files in webhook-dryrun (--existing)
-// and in tests.
+// "Seams"): fed by API watches in the server, by files in webhook-dryrun (--existing) and in
+// tests.
 //
 //   podpatch::GroupKey key{"default", "my-cluster", "tpu-group"};
 //   webhook::Result<podpatch::Slot> slot = pods.place(key, /*hosts=*/4, /*dry_run=*/false);

@@ -7,7 +7,10 @@
 //
 //   server::ByteStream s(std::move(socket), ssl_ctx);    // ssl_ctx null: plain TCP
 //   s.expires_at(ByteStream::Clock::now() + 10s);        // every wait fails after this
-//   bool ok = s.ok() && co_await s.handshake();
+//   bool ok = s.ok();
+//   if (ok) {
+//     ok = co_await s.handshake();
+//   }
 //   std::size_t got = 0;
 //   server::Io io = co_await s.read_some(buf, sizeof buf, got);  // kOk, kEof or kError
 //   if (io == server::Io::kError && s.expired()) { /* it was the deadline */ }

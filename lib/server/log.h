@@ -19,7 +19,8 @@
 // of written (escaped) text, at a UTF-8 character's start, and marked `…(cut, N bytes)` with the
 // value's full size, so no request makes a line of more than a few KiB and a JSON line stays
 // JSON. Certificate material is never passed in. Thread-safe; the sink make_stderr_logger builds
-// buffers lines and writes them in batches off the request path (errors are written at once).
+// buffers lines and writes them in batches off the request path (warnings and errors are written
+// at once).
 
 #include <spdlog/formatter.h>
 #include <spdlog/logger.h>

@@ -1,6 +1,6 @@
 // The Handler's decisions beyond the fixture goldens: scope (M1, V1), legacy placement across a
-// sequence of admissions (M3.3), dry-run (docs/architecture.md "State"), --explain, and validation
-// wiring.
+// sequence of admissions (M3.3), dry-run (docs/architecture.md "Caches that shape an answer"),
+// --explain, and validation wiring.
 #include "admission/handler.h"
 
 #include <catch2/catch.hpp>
