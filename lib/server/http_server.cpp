@@ -395,7 +395,11 @@ asio::awaitable<bool> HttpServer::Connection::refuse(Refusal r) {
     v.too_large = r.route == RouteRefusal::kTooLarge;
     v.timed_out = r.route == RouteRefusal::kTimedOut;
     v.busy = r.route == RouteRefusal::kBusy;
-    reply = o_.refuse(v);
+    try {
+      reply = o_.refuse(v);
+    } catch (const std::exception&) {  // answered as the handler's are; the connection ends
+      reply = status_reply(r.status, std::move(r.message));
+    }
   } else {
     reply = status_reply(r.status, std::move(r.message));
   }

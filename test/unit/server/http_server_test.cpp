@@ -17,6 +17,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -351,6 +352,25 @@ TEST_CASE("a body over the limit is refused from its length, without 100 Continu
   CHECK(ok.read_response() == "HTTP/1.1 100 Continue\r\n\r\n");
   ok.send("abc");
   CHECK_THAT(ok.read_response(), Catch::EndsWith("POST /small 3"));
+}
+
+TEST_CASE("a refusal whose wording throws is still answered, and the connection ends cleanly",
+          "[transport]") {
+  server::HttpServerOptions o = small();
+  o.refuse = [](const server::HttpRequestView&) -> server::HttpReply {
+    throw std::runtime_error("wording failed");
+  };
+  TestServer s(std::move(o));
+  {
+    Socket c(s.port);
+    c.send("POST /big HTTP/1.1\r\nHost: t\r\nContent-Length: 2000000\r\n\r\n");
+    CHECK_THAT(c.read_response(), Catch::StartsWith("HTTP/1.1 413") &&
+                                      Catch::Contains("\"code\":413") &&
+                                      Catch::Contains("Connection: close"));
+  }
+  REQUIRE(s.wait_answered(1));
+  CHECK(s.response_codes() == std::vector<int>{413});
+  CHECK(eventually([&] { return s.http->open_connections() == 0; }));
 }
 
 TEST_CASE("requests over the in-flight budget wait for room, then are served", "[transport]") {
