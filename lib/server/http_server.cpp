@@ -5,6 +5,7 @@
 #include <ctime>
 #include <list>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "server/budget_wait.h"
@@ -376,7 +377,7 @@ asio::awaitable<HttpReply> HttpServer::Connection::handle() {
 
 // A refusal, answered, then the connection closes. One that names a route once the head does is
 // worded by `refuse`, with the body's first bytes, so it can be an AdmissionReview denial naming
-// the request's uid; any other is a metav1 Status of its own.
+// the request's uid; any other, and one whose wording throws, is a metav1 Status of its own.
 asio::awaitable<bool> HttpServer::Connection::refuse(Refusal r) {
   whole_at_ = Clock::now();
   const http1::Head& h = parser_.head();
@@ -385,7 +386,7 @@ asio::awaitable<bool> HttpServer::Connection::refuse(Refusal r) {
   }
   bool routed = r.route != RouteRefusal::kNone && !h.path.empty() &&
                 parser_.state() != http1::State::kHead && o_.refuse;
-  HttpReply reply;
+  std::optional<HttpReply> worded;
   if (routed) {
     HttpRequestView v = view();
     std::string prefix = in_.substr(0, kPrefixBytes);
@@ -396,13 +397,12 @@ asio::awaitable<bool> HttpServer::Connection::refuse(Refusal r) {
     v.timed_out = r.route == RouteRefusal::kTimedOut;
     v.busy = r.route == RouteRefusal::kBusy;
     try {
-      reply = o_.refuse(v);
-    } catch (const std::exception&) {  // answered as the handler's are; the connection ends
-      reply = status_reply(r.status, std::move(r.message));
+      worded = o_.refuse(v);
+    } catch (const std::exception&) {
+      // left unworded: the transport's own Status below
     }
-  } else {
-    reply = status_reply(r.status, std::move(r.message));
   }
+  HttpReply reply = worded ? std::move(*worded) : status_reply(r.status, std::move(r.message));
   co_return co_await answer(reply, true, false);
 }
 
