@@ -68,7 +68,7 @@ webhook::Status AdmissionService::check_envelope(const HttpRequestView& request)
   if (request.too_large) {
     return webhook::Error{ErrorCode::kResourceExhausted,
                           "request body is larger than " + std::to_string(max_body_bytes_) +
-                              " bytes (--max-body-bytes)",
+                              " bytes (" + body_limit_why_ + ")",
                           reasons::kBodyTooLarge};
   }
   if (request.busy) {

@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "admission/handler.h"
 #include "server/http_message.h"
@@ -40,6 +41,12 @@ class AdmissionService {
   // Any other path: GET / answers "kuberay-tpu-webhook", anything else is 404.
   HttpReply other(const HttpRequestView& request) const;
   std::size_t max_body_bytes() const { return max_body_bytes_; }
+  // Lowers the largest body accepted below --max-body-bytes, `why` saying what sets it and how
+  // to raise it (the 413 denial's message names it). Before serving: not thread-safe.
+  void limit_body(std::size_t bytes, std::string why) {
+    max_body_bytes_ = bytes;
+    body_limit_why_ = std::move(why);
+  }
 
  private:
   struct Exchange;
@@ -51,6 +58,7 @@ class AdmissionService {
   Metrics& metrics_;
   const Log& log_;
   std::size_t max_body_bytes_;
+  std::string body_limit_why_ = "--max-body-bytes";
 };
 
 // Whether a Content-Type names application/json (parameters such as charset allowed).

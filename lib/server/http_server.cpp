@@ -21,7 +21,6 @@ using Tcp = asio::ip::tcp;
 constexpr int kBacklog = 1024;
 constexpr std::size_t kReadChunk = std::size_t{64} * 1024;
 constexpr std::size_t kPrefixBytes = std::size_t{64} * 1024;  // enough body to read a uid
-constexpr std::uint64_t kGrantOverhead = std::uint64_t{64} * 1024;
 constexpr auto kLingerTime = 1s;
 constexpr auto kAcceptRetry = 50ms;  // out of descriptors with nothing to evict
 
@@ -132,6 +131,7 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
   asio::awaitable<void> linger();
   void feed(std::string_view data);
   HttpRequestView view() const;
+  void settle_budget();
   void release_budget();
   void finish();
 
@@ -177,6 +177,7 @@ asio::awaitable<bool> HttpServer::Connection::exchange() {
   if (!co_await read_body()) {
     co_return false;
   }
+  settle_budget();
   whole_at_ = Clock::now();
   const http1::Head& h = parser_.head();
   if (o_.on_request) {
@@ -282,14 +283,15 @@ asio::awaitable<bool> HttpServer::Connection::take_budget() {
   }
   const http1::Head& h = parser_.head();
   std::uint64_t body = h.chunked ? o_.limits.max_body_bytes : h.content_length.value_or(0);
-  std::uint64_t charge = body * (1 + o_.parse_bytes_per_body_byte) + kGrantOverhead;
+  std::uint64_t charge = grant_bytes(body, o_.parse_bytes_per_body_byte);
   if (charge > budget->capacity()) {
     Refusal never{.status = 413,
                   .message = "this request would hold " + std::to_string(charge >> 20) +
                              " MiB in memory, more than the in-flight budget of " +
                              std::to_string(budget->capacity() >> 20) +
                              " MiB (three quarters of --memory-limit); send a smaller body or "
-                             "raise --memory-limit"};
+                             "raise --memory-limit",
+                  .route = RouteRefusal::kTooLarge};
     co_return co_await refuse(std::move(never));
   }
   bool counted = budget->try_acquire(charge);
@@ -306,6 +308,15 @@ asio::awaitable<bool> HttpServer::Connection::take_budget() {
   }
   charged_ = charge;
   co_return true;
+}
+
+// A chunked body, charged as the largest allowed until now, is whole: the rest is given back.
+void HttpServer::Connection::settle_budget() {
+  std::uint64_t charge = grant_bytes(parser_.body().size(), o_.parse_bytes_per_body_byte);
+  if (charged_ > charge) {
+    o_.budget->release(charged_ - charge);
+    charged_ = charge;
+  }
 }
 
 asio::awaitable<bool> HttpServer::Connection::read_body() {

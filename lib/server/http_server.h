@@ -24,9 +24,11 @@
 //               close); parsed by http1::RequestParser (malformed: answered, then closed,
 //               nothing after it parsed)
 //   budget      a body's declared length is known: over max_body_bytes, 413 at once; else the
-//               request takes Content-Length × (1 + parse_bytes_per_body_byte) + 64 KiB of the
-//               in-flight memory budget, waiting (its body unread) until room frees or its
-//               deadline passes (503), and gives it back once its answer is written
+//               request takes grant_bytes(Content-Length, parse_bytes_per_body_byte) of the
+//               in-flight memory budget (a chunked body: of max_body_bytes, the excess given
+//               back once it is whole), waiting (its body unread) until room frees or its
+//               deadline passes (503), and gives it back once its answer is written; one that
+//               could never fit is refused at once as too large (413)
 //   body        read within the request's deadline
 //   handle      the handler runs on the handler pool; the connection awaits its answer
 //   write       the answer within read_timeout, then the next request, or a lingering close
@@ -59,6 +61,11 @@
 #include "server/memory_budget.h"
 
 namespace server {
+
+// What a request with a body of `body_bytes` takes of the in-flight budget.
+constexpr std::uint64_t grant_bytes(std::uint64_t body_bytes, std::uint64_t per_body_byte) {
+  return body_bytes * (1 + per_body_byte) + (std::uint64_t{64} << 10);
+}
 
 struct HttpServerOptions {
   SSL_CTX* ssl_ctx = nullptr;  // null: plain HTTP

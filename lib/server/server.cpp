@@ -51,7 +51,7 @@ void raise_descriptor_limit() {
 
 // The largest body whose grant fits the whole budget (http_server.h "budget").
 std::uint64_t largest_granted_body(std::uint64_t budget) {
-  constexpr std::uint64_t kOverhead = std::uint64_t{64} << 10;
+  constexpr std::uint64_t kOverhead = grant_bytes(0, admission::kAdmissionMemoryPerBodyByte);
   return budget <= kOverhead ? 0
                              : (budget - kOverhead) / (1 + admission::kAdmissionMemoryPerBodyByte);
 }
@@ -185,7 +185,16 @@ webhook::Status WebhookServer::open_ports(std::uint64_t budget) {
   HttpServerOptions https;
   https.ssl_ctx = ssl_ctx_.get();
   https.limits.max_head_bytes = config_.max_header_bytes;
-  https.limits.max_body_bytes = config_.max_body_bytes;
+  // A body whose grant could never fit the budget is over the limit, refused at once (413) as
+  // one over --max-body-bytes is; chunked bodies are charged this limit until they are whole.
+  std::uint64_t accepted =
+      std::min<std::uint64_t>(config_.max_body_bytes, largest_granted_body(budget_->capacity()));
+  if (accepted < config_.max_body_bytes) {
+    service_.limit_body(accepted,
+                        "the most the in-flight memory budget, three quarters of --memory-limit, "
+                        "can hold; raise --memory-limit");
+  }
+  https.limits.max_body_bytes = accepted;
   https.read_timeout = config_.read_timeout;
   https.idle_timeout = config_.idle_timeout;
   https.io_threads = std::min(config_.threads, cores());

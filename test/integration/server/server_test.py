@@ -290,6 +290,52 @@ def malformed_requests(work):
 
 
 @case
+def body_limit_from_memory(work):
+    """--memory-limit=64Mi grants no body over about 1 MiB (docs/server.md "Connections and
+    limits"): the webhook says so at start; a declared body over that is an AdmissionReview
+    denial (413, uid echoed) naming --memory-limit, not a bare error; a chunked review under the
+    default --max-body-bytes is charged that smaller limit while it arrives, so it is admitted."""
+    certs = Certs(work)
+    crt, key = certs.issue("webhook")
+    good = json.load(open(os.path.join(FIXTURES, "admission", "v5e-4x4-host2.json")))
+    uid = good["request"]["uid"]
+    good["request"] = {"uid": uid, **{k: v for k, v in good["request"].items() if k != "uid"}}
+    body = json.dumps(good).encode()
+    # 48 MiB of budget, 49 bytes per body byte and 64 KiB per request: (48 Mi - 64 Ki) / 49.
+    largest = (48 * 1024 * 1024 - 65536) // 49
+    with Webhook(work, crt, key, "--memory-limit=64Mi") as wh:
+        warned = [json.loads(line) for line in wh.log_text().splitlines()
+                  if "grants no body over" in line]
+        check(warned and str(largest) in warned[0]["msg"],
+              "no start warning naming %d bytes:\n%s" % (largest, wh.log_text()[-2000:]))
+        big = body[:-2] + b', "padding": "' + b"x" * (largest + 1000) + b'"}}'
+        data = raw_https(wh.https_port, certs.ca,
+                         b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: %d\r\n\r\n" % len(big) + big[:65536])
+        s, h, d = split_response(data)
+        check(s == 200, "want a review denial, got %d: %r" % (s, d[:300]))
+        r = json.loads(d)["response"]
+        check(r["uid"] == uid and r["allowed"] is False and r["status"]["code"] == 413 and
+              "larger than %d bytes" % largest in r["status"]["message"] and
+              "--memory-limit" in r["status"]["message"], "unexpected denial %s" % r)
+        check(h.get("connection") == "close", "413 must close the connection")
+        chunked = b"".join(b"%x\r\n%s\r\n" % (len(body[i:i + 4096]), body[i:i + 4096])
+                           for i in range(0, len(body), 4096)) + b"0\r\n\r\n"
+        for _ in range(3):  # each gives its charge back: none waits for the one before
+            data = raw_https(wh.https_port, certs.ca,
+                             b"POST /mutate HTTP/1.1\r\nHost: x\r\n"
+                             b"Content-Type: application/json\r\n"
+                             b"Transfer-Encoding: chunked\r\n\r\n" + chunked)
+            s, h, d = split_response(data)
+            check(s == 200, "chunked review: HTTP %d %r" % (s, d[:300]))
+            r = json.loads(d)["response"]
+            check(r["uid"] == uid and r["allowed"] is True, "chunked review refused: %s" % r)
+        code = wh.stop()
+        check(code == 0, "the webhook exited %s, not 0; its log ends:\n%s"
+              % (code, wh.log_text()[-3000:]))
+
+
+@case
 def slow_clients(work):
     """40 clients that connect and trickle a request byte by byte hold their connections while
     other clients are served; each is cut off once --read-timeout passes (docs/server.md

@@ -440,18 +440,81 @@ TEST_CASE("without a route's wording, a request left without budget is a 503 Sta
   CHECK(budget.in_use() == (2 << 20));
 }
 
-TEST_CASE("a request that could never fit the budget is refused at once", "[transport]") {
+TEST_CASE("a request that could never fit the budget is refused at once, as too large",
+          "[transport]") {
   server::MemoryBudget budget(1 << 20);
   server::HttpServerOptions o = small();
   o.budget = &budget;
   o.parse_bytes_per_body_byte = 1;
+  const std::string huge = "POST /huge HTTP/1.1\r\nHost: t\r\nContent-Length: 600000\r\n\r\n";
+  SECTION("without a route's wording: the transport's 413 Status names --memory-limit") {
+    TestServer s(std::move(o), /*route_refusals=*/false);
+    Socket c(s.port);
+    auto start = Clock::now();
+    c.send(huge);
+    std::string answer = c.read_response();
+    CHECK(Clock::now() - start < 1s);
+    CHECK_THAT(answer, Catch::StartsWith("HTTP/1.1 413 ") && Catch::Contains("--memory-limit"));
+    CHECK(s.handled == 0);
+  }
+  SECTION("with one: worded by the route as a body too large, so it can name the uid") {
+    TestServer s(std::move(o));
+    Socket c(s.port);
+    c.send(huge);
+    CHECK_THAT(c.read_all(), Catch::EndsWith("POST /huge 0 too_large"));
+    CHECK(s.handled == 1);  // the refusal's wording
+    CHECK(budget.in_use() == 0);
+  }
+}
+
+TEST_CASE("a chunked body is charged as the largest allowed, then as what it was", "[transport]") {
+  // max_body_bytes 1 MiB, 1 byte of parse per body byte: a chunked request takes 2 MiB + 64 KiB
+  // while its body arrives, and once it is whole, 2 x its 10 bytes + 64 KiB.
+  server::MemoryBudget budget(3 << 20);
+  server::HttpServerOptions o = small();
+  o.limits.max_body_bytes = 1 << 20;
+  o.budget = &budget;
+  o.parse_bytes_per_body_byte = 1;
+  std::atomic<std::uint64_t> held{0};
+  o.handler = [&](const server::HttpRequestView& r) {
+    held = budget.in_use();
+    server::HttpReply reply;
+    reply.content_type = "text/plain";
+    reply.body = std::string(r.body);
+    return reply;
+  };
   TestServer s(std::move(o));
   Socket c(s.port);
-  auto start = Clock::now();
-  c.send("POST /huge HTTP/1.1\r\nHost: t\r\nContent-Length: 600000\r\n\r\n");
-  std::string answer = c.read_response();
-  CHECK(Clock::now() - start < 1s);
-  CHECK_THAT(answer, Catch::StartsWith("HTTP/1.1 413 ") && Catch::Contains("--memory-limit"));
+  c.send("POST /c HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\n");
+  REQUIRE(eventually([&] { return budget.in_use() == (2u << 20) + 65536; }));
+  // A second chunked request does not fit beside the first: it waits for room.
+  Socket waiting(s.port);
+  waiting.send("POST /w HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n");
+  REQUIRE(eventually([&] { return budget.waiting() == 1; }));
+  c.send("6\r\nefghij\r\n0\r\n\r\n");
+  CHECK_THAT(c.read_response(), Catch::EndsWith("abcdefghij"));
+  // Once the first body was whole, its excess went to the waiting one before the handler ran.
+  CHECK(held == (2 * 10 + 65536) + (2u << 20) + 65536);
+  CHECK(budget.waiting() == 0);
+  waiting.send("1\r\nz\r\n0\r\n\r\n");
+  CHECK_THAT(waiting.read_response(), Catch::EndsWith("z"));
+  REQUIRE(s.wait_answered(2));
+  CHECK(budget.in_use() == 0);
+}
+
+TEST_CASE("a malformed chunk size is a 400 once the body is being read", "[transport]") {
+  server::MemoryBudget budget(3 << 20);
+  server::HttpServerOptions o = small();
+  o.limits.max_body_bytes = 1 << 20;
+  o.budget = &budget;
+  o.parse_bytes_per_body_byte = 1;
+  TestServer s(std::move(o));
+  Socket c(s.port);
+  c.send("POST /c HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nab\r\n");
+  CHECK_THAT(c.read_all(), Catch::StartsWith("HTTP/1.1 400 ") &&
+                               Catch::Contains("chunk size is not hexadecimal"));
+  REQUIRE(s.wait_answered(1));
+  CHECK(budget.in_use() == 0);
   CHECK(s.handled == 0);
 }
 
