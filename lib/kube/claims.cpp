@@ -423,8 +423,10 @@ webhook::Result<Slot> ClaimStore::choose(const podpatch::PlaceRequest& request, 
   return slot;
 }
 
-webhook::Error ClaimStore::too_many_claims(const GroupKey& key, std::size_t live) const {
-  return Error{ErrorCode::kResourceExhausted,
+// Retryable (503, counted as a denial): the claims expire within the TTL.
+webhook::Error ClaimStore::too_many_claims(const GroupKey& key, std::size_t live) {
+  count_denied();
+  return Error{ErrorCode::kUnavailable,
                group_text(key) + " has " + std::to_string(live) +
                    " slot claims whose Pods have not appeared yet (bound " +
                    std::to_string(options_.max_claims) +

@@ -77,7 +77,7 @@ class ClaimStore : public podpatch::SlotAllocator {
   // Unavailable (retryable) before the first Pod list, while the Pod watch has been down for
   // more than half the TTL, and when the claim could not be written within the budget (the
   // message says why: API errors, or conflicts with other replicas); AlreadyExists when two
-  // Pods hold one slot; ResourceExhausted when the group holds max_claims open claims.
+  // Pods hold one slot; Unavailable (retryable) when the group holds max_claims open claims.
   webhook::Result<podpatch::Slot> place(const podpatch::PlaceRequest& request) override;
 
   // The Pod watch showed a Pod of `key` on `slot`: a claim of this replica's cached Lease for
@@ -104,8 +104,8 @@ class ClaimStore : public podpatch::SlotAllocator {
     std::uint64_t watched = 0;          // Lease states taken from the watch
     std::uint64_t conflicts = 0;        // 409 Conflict / AlreadyExists answers to claim writes
     std::uint64_t api_errors = 0;       // failed requests (transport, 5xx, unexpected status)
-    std::uint64_t denied = 0;           // retryable denials: no claim written in time, or the
-                                        // Pod watch down too long
+    std::uint64_t denied = 0;           // retryable denials: no claim written in time, the
+                                        // Pod watch down too long, or too many open claims
     std::uint64_t confirmed = 0;        // claims whose Pod this replica's watch showed
     std::uint64_t objects_deleted = 0;  // Leases deleted once they held no live claim
     std::uint64_t sweeps = 0;
@@ -141,7 +141,7 @@ class ClaimStore : public podpatch::SlotAllocator {
                                                          Group& g, Attempts& a);
   webhook::Result<podpatch::Slot> choose(const podpatch::PlaceRequest& request, Group& g,
                                          const OpenClaims& claims);
-  webhook::Error too_many_claims(const podpatch::GroupKey& key, std::size_t live) const;
+  webhook::Error too_many_claims(const podpatch::GroupKey& key, std::size_t live);
   Duration remaining(const Attempts& a) const;
   void failed(Attempts& a, std::string why);
   void conflicted(Attempts& a);

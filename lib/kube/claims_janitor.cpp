@@ -87,13 +87,13 @@ void ClaimStore::sweep_lease(const json& lease, WallTime now, Duration timeout) 
                                 " holds no valid claims (" + state.error().message +
                                 "): deleting it");
   }
-  {
-    std::lock_guard lock(mu_);
-    ++stats_.writes;  // counted before the choice, as every Lease of the list always was
-  }
   std::optional<GroupKey> key = lease_group(lease);
   if (!live.empty() && (live.size() == total || !key)) {
     return;  // nothing expired; or not one of ours, or edited by hand: left to expire
+  }
+  {
+    std::lock_guard lock(mu_);
+    ++stats_.writes;
   }
   std::string path = collection_path() + "/" + name;
   webhook::Result<ApiClient::Reply> r = webhook::Error{};

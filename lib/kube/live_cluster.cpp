@@ -185,8 +185,8 @@ void legacy_metrics(std::string& out, const SliceRegistry::Stats& pods,
         c.conflicts);
   gauge("claim_api_errors_total", "counter", "Failed claim Lease requests.", c.api_errors);
   gauge("claim_denied_total", "counter",
-        "Label-less Pods denied as retryable: no claim written within --claim-timeout, or the Pod "
-        "watch down for more than half the TTL.",
+        "Label-less Pods denied as retryable: no claim written within --claim-timeout, the Pod "
+        "watch down for more than half the TTL, or 500 open claims in the group.",
         c.denied);
   gauge("claims_confirmed_total", "counter",
         "Claims whose Pod this replica's watch showed on the claimed slot.", c.confirmed);

@@ -400,8 +400,9 @@ TEST_CASE("M3.3: a group with too many open claims is refused until they expire"
   }
   webhook::Result<Slot> s = a.place();
   REQUIRE_FALSE(s.has_value());
-  CHECK(s.error().code == webhook::ErrorCode::kResourceExhausted);
+  CHECK(s.error().code == webhook::ErrorCode::kUnavailable);  // 503: they expire, retry
   CHECK_THAT(s.error().message, Catch::Contains("3 slot claims"));
+  CHECK(a.store->stats().denied == 1);
   clock.advance(std::chrono::seconds(11));
   CHECK(a.place().value() == Slot{0, 0});
   CHECK(testing::lease_claims(api).size() == 1);  // the write dropped the expired ones
@@ -416,11 +417,15 @@ TEST_CASE("M3.3: the janitor of one replica cleans up after another that died") 
   dead.reset();  // killed: its claims stay in the Lease
   Replica b(api, clock, "webhook-b");
   CHECK(b.place(4, true).value() == Slot{0, 2});  // its unconfirmed claims still hold
+  std::uint64_t placing = b.store->stats().writes;
   REQUIRE(b.store->sweep());
   CHECK(testing::lease_claims(api).size() == 2);
+  CHECK(b.store->stats().writes == placing);  // nothing expired: the Lease was left alone
   clock.advance(std::chrono::seconds(11));
   CHECK(b.place(4, true).value() == Slot{0, 0});  // reused after the TTL
+  placing = b.store->stats().writes;
   REQUIRE(b.store->sweep());
   CHECK(api.objects("leases").empty());
   CHECK(b.store->stats().objects_deleted == 1);
+  CHECK(b.store->stats().writes == placing + 1);  // the DELETE
 }
