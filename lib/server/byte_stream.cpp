@@ -39,6 +39,9 @@ ByteStream::~ByteStream() {
 void ByteStream::expires_at(Clock::time_point t) {
   watch_->deadline = t;
   watch_->expired = false;
+  if (watch_->socket == nullptr) {
+    return;  // closed: no timer may reach back for the socket
+  }
   if (!watch_->armed || t < watch_->timer.expiry()) {
     arm();
   }

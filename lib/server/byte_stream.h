@@ -48,7 +48,7 @@ class ByteStream {
 
   // Every wait fails once `t` passes (Clock::time_point::max(): never), and expired() says so
   // until the next call. The timer moves only when a deadline comes sooner than the one it
-  // watches: a later one is taken up when it fires.
+  // watches: a later one is taken up when it fires. After close(), nothing is watched.
   void expires_at(Clock::time_point t);
   Clock::time_point expiry() const { return watch_->deadline; }
   bool expired() const { return watch_->expired; }

@@ -22,7 +22,8 @@ constexpr int kBacklog = 1024;
 constexpr std::size_t kReadChunk = std::size_t{64} * 1024;
 constexpr std::size_t kPrefixBytes = std::size_t{64} * 1024;  // enough body to read a uid
 constexpr auto kLingerTime = 1s;
-constexpr auto kAcceptRetry = 50ms;  // out of descriptors with nothing to evict
+constexpr auto kAcceptRetry = 50ms;       // out of descriptors with nothing to evict
+constexpr auto kFirstRequestAtStop = 1s;  // for a connection accepted but silent at stop
 
 // Where a connection's bytes are read: one buffer per I/O thread, filled by a read that never
 // suspends in between (it waits for readiness first), and copied out at once.
@@ -191,9 +192,12 @@ asio::awaitable<bool> HttpServer::Connection::exchange() {
 
 void HttpServer::Connection::wake_if_idle() {
   bool evicted = state_ == kEvicted;
-  if (evicted || (server_.stopping_ && state_ == kIdle && served_ > 0 && in_.empty())) {
+  bool idle = server_.stopping_ && state_ == kIdle && in_.empty();
+  if (evicted || (idle && served_ > 0)) {
     why_ = evicted ? "idle, closed for a new connection (--max-connections)" : "stopping";
     stream_.interrupt();
+  } else if (idle) {  // not served yet: its first request may be on its way, briefly
+    stream_.expires_at(std::min(stream_.expiry(), Clock::now() + kFirstRequestAtStop));
   }
 }
 

@@ -108,7 +108,8 @@ class HttpServer {
   void serve();
 
   // Stops accepting, closes idle keep-alive connections and lets requests in progress finish;
-  // a connection accepted but not yet served still gets one request. Thread-safe, idempotent.
+  // a connection accepted but not yet served still gets one request if it begins (its TLS
+  // handshake included) within a second. Thread-safe, idempotent.
   void stop_serving();
 
   bool stopping() const { return stopping_.load(); }

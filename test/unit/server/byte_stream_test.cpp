@@ -162,6 +162,17 @@ TEST_CASE("a later deadline replaces a sooner one", "[byte_stream]") {
   CHECK_FALSE(p.stream->expired());
 }
 
+TEST_CASE("a deadline set after close() watches nothing", "[byte_stream]") {
+  // A connection's stop handler can run after the connection ended: the deadline it sets must
+  // not arm a timer that reaches back for the closed socket.
+  Pair p;
+  p.stream->close();
+  p.stream->expires_at(Clock::now() + 5ms);
+  p.io.run_for(200ms);  // a timer armed above would fire here
+  CHECK_FALSE(p.stream->expired());
+  CHECK(p.io.stopped());  // nothing was left waiting
+}
+
 TEST_CASE("interrupt() fails the wait in progress and every later wait", "[byte_stream]") {
   Pair p;
   Io io = Io::kOk;

@@ -518,6 +518,25 @@ TEST_CASE("a malformed chunk size is a 400 once the body is being read", "[trans
   CHECK(s.handled == 0);
 }
 
+TEST_CASE("at stop, a connection not yet served gets one request if it begins at once",
+          "[transport]") {
+  server::HttpServerOptions o = small();
+  o.read_timeout = 60s;  // a silent connection must not hold the stop this long
+  TestServer s(std::move(o));
+  Socket silent(s.port);
+  Socket late(s.port);
+  REQUIRE(s.wait_opened(2));
+  auto start = Clock::now();
+  s.http->stop_serving();
+  late.send(post("/late", "x"));
+  std::string answer = late.read_response();
+  CHECK_THAT(answer, Catch::Contains("Connection: close") && Catch::EndsWith("POST /late 1"));
+  s.thread.join();  // serve() returns once the silent one is closed too
+  CHECK(Clock::now() - start < 10s);
+  CHECK(silent.closed_by_server());
+  s.thread = std::thread([] {});  // for the destructor's join
+}
+
 TEST_CASE("HEAD answers carry no body; stop_serving closes idle connections", "[transport]") {
   auto s = std::make_unique<TestServer>(small());
   Socket c(s->port);
