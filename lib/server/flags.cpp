@@ -1,5 +1,8 @@
 #include "server/flags.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <functional>
@@ -168,7 +171,7 @@ void add_serving_flags(FlagTable<Flags>& t) {
       .add(address_flag("bind-address", &Flags::bind_address,
                         "HTTPS address of POST /mutate and POST /validate (default :9443)"))
       .add(address_flag("health-address", &Flags::health_address,
-                        "plain-HTTP address of /healthz, /readyz and /metrics\n(default :8081)"))
+                        "plain-HTTP address of /healthz, /readyz and /metrics (default :8081)"))
       .add(string_flag("tls-cert-file", "FILE", &Flags::tls_cert_file,
                        "serving certificate (PEM, chain allowed), reloaded when it changes "
                        "(default /etc/kuberay-tpu-webhook/tls/tls.crt)"))
@@ -184,21 +187,21 @@ void add_serving_flags(FlagTable<Flags>& t) {
           "largest request body; larger is answered 413 (default 7340032)"))
       .add(duration_flag("read-timeout", &Flags::read_timeout, 10min,
                          "time a client has to send one request, TLS handshake included "
-                         "(default 10s)"))
+                         "(at most 10m; default 10s)"))
       .add(duration_flag("shutdown-timeout", &Flags::shutdown_timeout, 10min,
                          "on SIGTERM/SIGINT, time to finish in-flight requests before exiting "
-                         "(default 15s)"))
+                         "(at most 10m; default 15s)"))
       .add(int_flag(
           "threads", "N", 1, kMaxThreads,
           [](Flags& f, std::int64_t n) { f.threads = static_cast<int>(n); },
-          "requests handled at once (the handler pool) when legacy placement may be on, else at\n"
-          "most one per core; also the most I/O threads (one per core); idle connections hold\n"
-          "none (default 64)"))
+          "requests handled at once (the handler pool) when legacy placement may be on, else at "
+          "most one per core; also the most I/O threads (one per core); idle connections hold "
+          "none (1 to 4096; default 64)"))
       .add(int_flag(
           "max-connections", "N", 16, kMaxConnections,
           [](Flags& f, std::int64_t n) { f.max_connections = static_cast<int>(n); },
-          "open connections per port; at the cap the oldest idle one is closed\n"
-          "(default 4096)"))
+          "open connections per port; at the cap the oldest idle one is closed "
+          "(16 to 1048576; default 4096)"))
       .add(int_flag(
           "max-header-bytes", "N", 1024, kMaxHeaderBytes,
           [](Flags& f, std::int64_t n) { f.max_header_bytes = static_cast<std::size_t>(n); },
@@ -343,6 +346,15 @@ webhook::Result<ListenAddress> parse_listen_address(std::string_view text) {
   std::optional<std::int64_t> port = webhook::parse_non_negative(text.substr(colon + 1), 65535);
   if (!port) {
     return invalid_argument("the port must be a number from 0 to 65535");
+  }
+  // Bound as given: a name such as localhost would stand for several addresses, or none.
+  std::string ip(host.substr(0, host.find('%')));  // an IPv6 zone (fe80::1%eth0) is kept
+  unsigned char bytes[sizeof(in6_addr)];
+  if (!host.empty() && inet_pton(AF_INET, ip.c_str(), bytes) != 1 &&
+      inet_pton(AF_INET6, ip.c_str(), bytes) != 1) {
+    return invalid_argument(
+        "the host must be an IP address, such as 127.0.0.1:9443 or [::1]:9443, "
+        "or empty for every interface (:9443); names are not resolved");
   }
   return ListenAddress{std::string(host), static_cast<int>(*port)};
 }
