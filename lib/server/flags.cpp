@@ -183,7 +183,10 @@ void add_serving_flags(FlagTable<Flags>& t) {
                            "the key as base64 PEM; goes with --server-cert"))
       .add(int_flag(
           "max-body-bytes", "N", kMinBodyBytes, kMaxBodyBytes,
-          [](Flags& f, std::int64_t n) { f.max_body_bytes = static_cast<std::size_t>(n); },
+          [](Flags& f, std::int64_t n) {
+            f.max_body_bytes = static_cast<std::size_t>(n);
+            f.max_body_bytes_given = true;
+          },
           "largest request body; larger is answered 413 (default 7340032)"))
       .add(duration_flag("read-timeout", &Flags::read_timeout, 10min,
                          "time a client has to send one request, TLS handshake included "

@@ -70,6 +70,7 @@ struct Flags {
   std::string namespace_name;
   admission::Config handler;  // --kuberay-version and the port bases
   std::size_t max_body_bytes = std::size_t{7} * 1024 * 1024;
+  bool max_body_bytes_given = false;  // --max-body-bytes was passed
   std::chrono::milliseconds read_timeout{10'000};
   std::chrono::milliseconds idle_timeout{60'000};
   std::chrono::milliseconds shutdown_timeout{15'000};

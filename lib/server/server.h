@@ -43,6 +43,8 @@ struct ServerConfig {
   std::string key_file;
   std::chrono::milliseconds cert_poll_interval{2'000};
   std::size_t max_body_bytes = 7 << 20;
+  // Given by the operator, not the default: start warns when the memory budget grants less.
+  bool max_body_bytes_given = false;
   std::chrono::milliseconds read_timeout{10'000};
   std::chrono::milliseconds idle_timeout{60'000};
   std::chrono::milliseconds shutdown_timeout{15'000};

@@ -292,9 +292,10 @@ def malformed_requests(work):
 @case
 def body_limit_from_memory(work):
     """--memory-limit=64Mi grants no body over about 1 MiB (docs/server.md "Connections and
-    limits"): the webhook says so at start; a declared body over that is an AdmissionReview
-    denial (413, uid echoed) naming --memory-limit, not a bare error; a chunked review under the
-    default --max-body-bytes is charged that smaller limit while it arrives, so it is admitted."""
+    limits"): the webhook says so at start, as a warning only when --max-body-bytes asked for
+    more; a declared body over that is an AdmissionReview denial (413, uid echoed) naming
+    --memory-limit, not a bare error; a chunked review under the default --max-body-bytes is
+    charged that smaller limit while it arrives, so it is admitted."""
     certs = Certs(work)
     crt, key = certs.issue("webhook")
     good = json.load(open(os.path.join(FIXTURES, "admission", "v5e-4x4-host2.json")))
@@ -303,11 +304,15 @@ def body_limit_from_memory(work):
     body = json.dumps(good).encode()
     # 48 MiB of budget, 49 bytes per body byte and 64 KiB per request: (48 Mi - 64 Ki) / 49.
     largest = (48 * 1024 * 1024 - 65536) // 49
-    with Webhook(work, crt, key, "--memory-limit=64Mi") as wh:
-        warned = [json.loads(line) for line in wh.log_text().splitlines()
-                  if "grants no body over" in line]
-        check(warned and str(largest) in warned[0]["msg"],
+    with Webhook(work, crt, key, "--memory-limit=64Mi", "--max-body-bytes=4194304") as wh:
+        warned = wh.wait_for_log(lambda l: "grants no body over" in l.get("msg", ""), 10)
+        check(warned is not None and str(largest) in warned["msg"],
               "no start warning naming %d bytes:\n%s" % (largest, wh.log_text()[-2000:]))
+        wh.stop()
+    with Webhook(work, crt, key, "--memory-limit=64Mi") as wh:
+        serving = wh.wait_for_log(lambda l: l.get("msg") == "serving", 10)
+        check(serving.get("max_body_bytes") == largest,
+              "the serving line does not give the body limit %d: %s" % (largest, serving))
         big = body[:-2] + b', "padding": "' + b"x" * (largest + 1000) + b'"}}'
         data = raw_https(wh.https_port, certs.ca,
                          b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
@@ -333,6 +338,8 @@ def body_limit_from_memory(work):
         code = wh.stop()
         check(code == 0, "the webhook exited %s, not 0; its log ends:\n%s"
               % (code, wh.log_text()[-3000:]))
+        check("grants no body over" not in wh.log_text(),
+              "a warning for the default --max-body-bytes:\n" + wh.log_text()[-2000:])
 
 
 @case

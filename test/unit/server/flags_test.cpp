@@ -38,6 +38,7 @@ TEST_CASE("defaults match docs/server.md and the Go webhook's paths", "[flags]")
   CHECK(f.tls_key_file == "/etc/kuberay-tpu-webhook/tls/tls.key");
   CHECK(f.legacy_indexing == server::LegacyIndexing::kAuto);
   CHECK(f.max_body_bytes == 7u * 1024 * 1024);
+  CHECK_FALSE(f.max_body_bytes_given);
   CHECK(f.read_timeout == 10s);
   CHECK(f.shutdown_timeout == 15s);
   CHECK(f.reservation_ttl == 10s);
@@ -85,6 +86,7 @@ TEST_CASE("every flag is read in Go's forms", "[flags]") {
   CHECK(f.handler.ports.megascale_base == 9081);
   CHECK(f.handler.ports.device_plugin == 3112);
   CHECK(f.max_body_bytes == 1048576u);
+  CHECK(f.max_body_bytes_given);
   CHECK(f.read_timeout == 250ms);
   CHECK(f.shutdown_timeout == 2min);
   CHECK(f.threads == 4);
