@@ -269,7 +269,9 @@ asio::awaitable<bool> HttpServer::Connection::ended_early(Io io) {
     co_return false;  // woken to close
   }
   if (stream_.expired()) {
-    why_ = served_ > 0 ? "idle" : "no request within --read-timeout";
+    why_ = served_ > 0         ? "idle"
+           : server_.stopping_ ? "stopping, no request begun"
+                               : "no request within --read-timeout";
   } else if (in_request()) {
     why_ = "the client closed mid-request";
   } else {
