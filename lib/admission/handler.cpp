@@ -180,6 +180,11 @@ webhook::Result<Response> Handler::mutate_tpu_pod(const Request& req, PodDecisio
   ASSIGN_OR_RETURN(d.placement, choose_placement(req, view, *d.facts));
 
   const Placement& placed = d.placement->placement;
+  if (d.names->dns && placed.slot.replica > 0) {  // replica 0's names were checked before placing
+    RETURN_IF_ERROR(podpatch::check_dns_names(d.names->service, d.facts->key.cluster,
+                                              d.facts->key.group, d.facts->slice.hosts(),
+                                              placed.slot.replica));
+  }
   podpatch::MutationPlan plan;
   plan.slice = &d.facts->slice;
   plan.slot = placed.slot;

@@ -45,12 +45,16 @@ ListSizes list_sizes(const topology::Slice& slice, std::size_t group_bytes, int 
   return s;
 }
 
+std::size_t names_cut(std::size_t bytes, std::size_t entries) {
+  std::size_t over = bytes > kMaxEnvStringBytes ? bytes - kMaxEnvStringBytes : 0;
+  std::size_t per_char = entries > 0 ? entries : 1;
+  return (over + per_char - 1) / per_char;
+}
+
 webhook::Error env_too_long(std::string_view var, std::size_t bytes, std::size_t entries,
                             std::string_view group, std::string_view svc,
                             std::string_view cluster) {
-  std::size_t over = bytes - kMaxEnvStringBytes;
-  std::size_t per_char = entries > 0 ? entries : 1;
-  std::size_t cut = (over + per_char - 1) / per_char;
+  std::size_t cut = names_cut(bytes, entries);
   // The Service is named after the RayCluster ("<cluster>-headless"): only the cluster's part
   // can be shortened, down to one character.
   std::size_t svc_fixed =

@@ -51,6 +51,12 @@ struct ListSizes {
 ListSizes list_sizes(const topology::Slice& slice, std::size_t group_bytes, int replica,
                      std::size_t svc_bytes, int tpu_containers, const topology::Ports& ports);
 
+// The characters the group and Service names must lose together for a list of `entries` entries,
+// each holding both names, to fit one environment string when it would be `bytes` long (M8.1).
+// Of several lists over the limit, the one with the largest cut is the one to report: cutting
+// that much fits them all.
+std::size_t names_cut(std::size_t bytes, std::size_t entries);
+
 // The denial of a host list JAX needs whose environment string would be `bytes` long (M8.1):
 // the numbers, and by how many characters to shorten the group and Service names, each of
 // which appears in every one of the list's `entries` entries. Reason env_too_long.

@@ -650,15 +650,25 @@ void write_patch(const PodView& view, const Mutation& m, std::string& out) {
 
 webhook::Status check_env_strings(const Mutation& m, std::string_view group, std::string_view svc,
                                   std::string_view cluster) {
+  const EnvChange* worst = nullptr;  // of the lists over the limit, the one needing the most cut
+  std::size_t worst_cut = 0;
   for (const ContainerChanges& c : m.containers) {
     for (const EnvChange& e : c.env) {
       if (!e.host_ip && !env_string_fits(e.name.size(), e.value.size())) {
-        return env_too_long(e.name, env_string_bytes(e.name.size(), e.value.size()),
-                            topology::list_size(e.value), group, svc, cluster);
+        std::size_t cut = names_cut(env_string_bytes(e.name.size(), e.value.size()),
+                                    topology::list_size(e.value));
+        if (worst == nullptr || cut > worst_cut) {
+          worst = &e;
+          worst_cut = cut;
+        }
       }
     }
   }
-  return {};
+  if (worst == nullptr) {
+    return {};
+  }
+  return env_too_long(worst->name, env_string_bytes(worst->name.size(), worst->value.size()),
+                      topology::list_size(worst->value), group, svc, cluster);
 }
 
 webhook::Status check_pod_size(std::size_t pod_bytes, std::size_t patch_bytes, const Mutation& m) {

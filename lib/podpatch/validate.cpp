@@ -218,6 +218,18 @@ void check_pods_reach_webhook(const json& group, const std::string& where,
   }
 }
 
+// The group's highest replica index (docs/spec.md V5): max(replicas, minReplicas, maxReplicas)
+// - 1, where a maxReplicas of KubeRay's default 2^31-1 bounds nothing and is left out (an
+// autoscaler's growth past the rest meets the Pod path's own checks).
+int last_replica(const json& group) {
+  constexpr long long kUnbounded = 2147483647;
+  long long max_replicas = integer_member(group, "maxReplicas", 1);
+  long long replicas =
+      std::max({integer_member(group, "replicas", 1), integer_member(group, "minReplicas", 1),
+                max_replicas < kUnbounded ? max_replicas : 1LL, 1LL});
+  return static_cast<int>(std::min<long long>(replicas, 1'000'000'000) - 1);
+}
+
 // V5 for a group whose slice passed V2: the names every Pod of the group would be given (the Pod
 // path denies each Pod otherwise), then the advice that does not stop admission.
 webhook::Status check_names_and_advise(const json& group, const std::string& name,
@@ -230,7 +242,9 @@ webhook::Status check_names_and_advise(const json& group, const std::string& nam
   if (slice.multi_host() || megascale) {
     std::string svc = headless_service(ctx.sources.services, ctx.object.ns, ctx.object.cluster,
                                        ctx.sources.kuberay);
-    if (webhook::Status st = check_dns_names(svc, ctx.object.cluster, name, slice.hosts()); !st) {
+    if (webhook::Status st =
+            check_dns_names(svc, ctx.object.cluster, name, slice.hosts(), last_replica(group));
+        !st) {
       return deny(reasons::kInvalidName, where + st.error().message);
     }
   }
@@ -268,39 +282,47 @@ void warn_slicebuilder_omitted(const std::string& where, const ListSizes& sizes,
       "program that reads the list itself must do the same");
 }
 
+// Of the lists over M8.1's limit, the one needing the most cut: the one reported, as the Pod path
+// reports it.
+struct LongestCut {
+  std::optional<std::string_view> var;
+  std::size_t bytes = 0;
+  std::size_t entries = 0;
+  // True when a list of `bytes` is over the limit (and then kept if it needs the most cut).
+  bool over(std::string_view list, std::size_t list_bytes, std::size_t list_entries) {
+    if (list_bytes <= kMaxEnvStringBytes) {
+      return false;
+    }
+    if (!var || names_cut(list_bytes, list_entries) > names_cut(bytes, entries)) {
+      var = list;
+      bytes = list_bytes;
+      entries = list_entries;
+    }
+    return true;
+  }
+};
+
 // V5.1: the sizes of M8 for the group's Pods, from its template.
 webhook::Status check_limits(const json& group, const std::string& name, const std::string& where,
                              const json& containers, const std::vector<TpuContainer>& tpu,
                              const topology::Slice& slice, const GroupContext& ctx) {
-  long long replicas =
-      std::max({integer_member(group, "replicas", 1), integer_member(group, "minReplicas", 1),
-                integer_member(group, "maxReplicas", 1), 1LL});
-  int replica = static_cast<int>(std::min<long long>(replicas, 1'000'000'000) - 1);
+  int replica = last_replica(group);
   std::string svc = headless_service(ctx.sources.services, ctx.object.ns, ctx.object.cluster,
                                      ctx.sources.kuberay);
   int k = static_cast<int>(tpu.size());
   ListSizes sizes = list_sizes(slice, name.size(), replica, svc.size(), k, ctx.sources.ports);
   std::size_t lists = 0;  // bytes the webhook adds to a Pod, over its TPU containers
   bool omitted = false;
+  LongestCut worst;
   for (const TpuContainer& t : tpu) {
     const json& c = containers[static_cast<std::size_t>(t.index)];
-    if (slice.multi_host() && writes_list(c, keys::kWorkerHostnames, false)) {
-      if (sizes.hostnames > kMaxEnvStringBytes) {
-        webhook::Error e = env_too_long(keys::kWorkerHostnames, sizes.hostnames, sizes.hosts, name,
-                                        svc, ctx.object.cluster);
-        e.message = where + e.message;
-        return e;
-      }
+    if (slice.multi_host() && writes_list(c, keys::kWorkerHostnames, false) &&
+        !worst.over(keys::kWorkerHostnames, sizes.hostnames, sizes.hosts)) {
       lists += sizes.hostnames;
     }
     if (sizes.process_addresses > 0 &&
-        writes_list(c, keys::kProcessAddresses, slice.multi_host())) {
-      if (sizes.process_addresses > kMaxEnvStringBytes) {
-        webhook::Error e = env_too_long(keys::kProcessAddresses, sizes.process_addresses,
-                                        sizes.process_entries, name, svc, ctx.object.cluster);
-        e.message = where + e.message;
-        return e;
-      }
+        writes_list(c, keys::kProcessAddresses, slice.multi_host()) &&
+        !worst.over(keys::kProcessAddresses, sizes.process_addresses, sizes.process_entries)) {
       lists += sizes.process_addresses;
     }
     if (!env_present(c, keys::kTorchTopology) && !env_present(c, keys::kTorchSlicebuilder)) {
@@ -308,6 +330,12 @@ webhook::Status check_limits(const json& group, const std::string& name, const s
       omitted = omitted || !fits;
       lists += fits ? sizes.slicebuilder : 0;
     }
+  }
+  if (worst.var) {
+    webhook::Error e =
+        env_too_long(*worst.var, worst.bytes, worst.entries, name, svc, ctx.object.cluster);
+    e.message = where + e.message;
+    return e;
   }
   if (omitted) {
     warn_slicebuilder_omitted(where, sizes, slice, ctx);
@@ -513,7 +541,7 @@ std::string headless_service(ServiceSource& services, std::string_view ns, std::
 }
 
 webhook::Status check_dns_names(std::string_view service, std::string_view cluster,
-                                std::string_view group, int hosts) {
+                                std::string_view group, int hosts, int last_replica) {
   if (!topology::is_dns1123_label(service)) {
     return webhook::invalid_argument(
                "headless Service name " + webhook::quote_bounded(service) + " (from RayCluster " +
@@ -522,7 +550,7 @@ webhook::Status check_dns_names(std::string_view service, std::string_view clust
                "cannot be the Pod's subdomain; shorten or rename the RayCluster")
         .with_reason(reasons::kInvalidName);
   }
-  std::string last_host = topology::host_name(group, 0, hosts - 1);
+  std::string last_host = topology::host_name(group, last_replica, hosts - 1);
   if (!topology::is_dns1123_label(last_host)) {
     return webhook::invalid_argument(
                "worker group name " + webhook::quote_bounded(group) + " gives hostnames such as " +

@@ -88,10 +88,11 @@ std::string headless_service(ServiceSource& services, std::string_view ns, std::
                              topology::KubeRayVersion kuberay, bool* live = nullptr);
 
 // The names a Pod that gets DNS (M4) is given must be DNS labels: the Service (its subdomain) and
-// the hostnames <group>-<r>-<h> of a slice of `hosts` hosts. InvalidArgument with reason
+// the hostnames <group>-<r>-<h> of a slice of `hosts` hosts, up to replica `last_replica` (the
+// longest name is the last host's of the last replica). InvalidArgument with reason
 // invalid_name, saying what to rename; the Pod path and validation (V5) share it.
 webhook::Status check_dns_names(std::string_view service, std::string_view cluster,
-                                std::string_view group, int hosts);
+                                std::string_view group, int hosts, int last_replica = 0);
 
 // docs/spec.md V1-V5 for the cluster spec of `o`. An object that creates no RayCluster passes.
 ClusterReport validate_ray_object(const RayObject& o, const ValidationSources& sources);

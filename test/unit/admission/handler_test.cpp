@@ -108,6 +108,29 @@ TEST_CASE("M3.1: placement from KubeRay's labels consults no state", "[admission
   CHECK(h.handler.mutate(testing::pod_request(worker())).placement->slot == podpatch::Slot{0, 0});
 }
 
+TEST_CASE("M4: the hostname is checked for the Pod's own replica, not replica 0",
+          "[admission][handler]") {
+  // A 59-character group: <g>-9-3 is 63 characters, a DNS label; <g>-10-3 is 64, not one.
+  testing::Harness h;
+  json pod = worker("v6e-16-multihost-worker-indexed.json");
+  std::string group(59, 'g');
+  pod["metadata"]["labels"]["ray.io/group"] = group;
+  pod["metadata"]["labels"]["ray.io/replica-host-index"] = "3";
+  pod["metadata"]["labels"]["ray.io/worker-group-replica-index"] = "9";
+  admission::Response ok = h.handler.mutate(testing::pod_request(pod));
+  CHECK(ok.allowed);
+  pod["metadata"]["labels"]["ray.io/worker-group-replica-index"] = "10";
+  admission::Response out = h.handler.mutate(testing::pod_request(pod));
+  CHECK_FALSE(out.allowed);
+  CHECK(out.code == 400);
+  CHECK(out.reason == "invalid_name");
+  CHECK_THAT(
+      out.message,
+      Catch::EndsWith("worker group name \"" + group + "\" gives hostnames such as \"" + group +
+                      "-10-3\" that are not DNS labels (at most 63 lowercase letters, "
+                      "digits and '-'); rename the worker group"));
+}
+
 TEST_CASE("explain: the derivation walks topology, chips, hosts, placement, names and addresses",
           "[admission][handler]") {
   testing::Harness h;

@@ -434,8 +434,10 @@ TEST_CASE("M8.1: no names are short enough for 9,216 one-chip hosts", "[admissio
   Admitted a = admit(p);
   REQUIRE_FALSE(a.response.allowed);
   CHECK(a.response.reason == "env_too_long");
-  // Digits of 0..9215: 10 + 180 + 2700 + 8216 x 4 = 35,754; 9,216 x 15 + 35,754 + 9,215 + 22.
-  CHECK_THAT(a.response.message, Catch::Contains("TPU_WORKER_HOSTNAMES would be 183,231 bytes"));
+  // Digits of 0..9215: 10 + 180 + 2700 + 8216 x 4 = 35,754. TPU_WORKER_HOSTNAMES would be
+  // 9,216 x 15 + 35,754 + 9,215 + 22 = 183,231 bytes; TPU_PROCESS_ADDRESSES, each entry 5 bytes
+  // longer (":8471"), 9,216 x 20 + 35,754 + 9,215 + 23 = 229,312: the larger cut, so the one named.
+  CHECK_THAT(a.response.message, Catch::Contains("TPU_PROCESS_ADDRESSES would be 229,312 bytes"));
   CHECK_THAT(a.response.message,
              Catch::Contains("even one-character worker group and RayCluster names would not fit"));
 }
@@ -524,6 +526,31 @@ TEST_CASE("V5.1: host lists over the limit are denied at apply time with M8.1's 
     CHECK_THAT(r.message, Catch::StartsWith("RayJob default/" + p.cluster));
     CHECK_THAT(r.message, Catch::Contains("133,311 bytes"));
   }
+}
+
+TEST_CASE("M8.1: of two lists over the limit, the one needing the most cut is reported",
+          "[admission][limits]") {
+  // tpu7x 16x16x36, 2,304 hosts, 40-character group and cluster names (Service "<c>-headless"):
+  // TPU_WORKER_HOSTNAMES would be 224,703 bytes, 41 characters to cut; TPU_PROCESS_ADDRESSES,
+  // each entry with ":8471", 236,224 bytes, 46 to cut. Cutting 41 would leave the second over.
+  PodSpec p;
+  p.group = name_of(40, 'g');
+  p.cluster = name_of(40, 'c');
+  Admitted a = admit(p);
+  REQUIRE_FALSE(a.response.allowed);
+  CHECK_THAT(a.response.message,
+             Catch::StartsWith("TPU_PROCESS_ADDRESSES would be 236,224 bytes") ||
+                 Catch::Contains(": TPU_PROCESS_ADDRESSES would be 236,224 bytes"));
+  CHECK_THAT(a.response.message, Catch::Contains("by at least 46 characters in total"));
+  admission::Response r = validate(ray_object(p, 2304, 1));
+  REQUIRE_FALSE(r.allowed);
+  CHECK_THAT(r.message, Catch::Contains("TPU_PROCESS_ADDRESSES would be 236,224 bytes") &&
+                            Catch::Contains("by at least 46 characters in total"));
+  // Cut by that much, both fit.
+  p.group = name_of(17, 'g');
+  p.cluster = name_of(17, 'c');
+  CHECK(admit(p).response.allowed);
+  CHECK(validate(ray_object(p, 2304, 1)).allowed);
 }
 
 TEST_CASE("V5.1: a template over the Pod budget is denied at apply time", "[admission][limits]") {

@@ -671,6 +671,22 @@ TEST_CASE("V5: names that cannot become the DNS labels the webhook writes are de
       with_env(group("v6e_8", "tpu-v6e-slice", "2x4", 8, json(1)), "MEGASCALE_NUM_SLICES", "1");
   CHECK(reason_of(validate_as(cluster({ms}), "RayCluster", services)) == "invalid_name");
 
+  // Hostnames up to the group's highest replica: <g>-9-3 fits in 63 characters, <g>-10-3 not.
+  std::string g59(59, 'g');
+  json ten = group(g59, "tpu-v6e-slice", "4x4", 4, json(4));
+  ten["replicas"] = 10;
+  ten["maxReplicas"] = 2147483647;  // KubeRay's default: no bound, left out
+  CHECK(validate_as(cluster({ten}), "RayCluster", services).status.ok());
+  json eleven = ten;
+  eleven["replicas"] = 11;
+  podpatch::ClusterReport v11 = validate_as(cluster({eleven}), "RayCluster", services);
+  REQUIRE_FALSE(v11.status.ok());
+  CHECK(reason_of(v11) == "invalid_name");
+  CHECK_THAT(v11.status.error().message, Catch::Contains("\"" + g59 + "-10-3\""));
+  json bounded = ten;
+  bounded["maxReplicas"] = 11;  // an autoscaler may grow it to replica 10
+  CHECK(reason_of(validate_as(cluster({bounded}), "RayCluster", services)) == "invalid_name");
+
   // A RayJob's generated cluster: <name>-xxxxx-headless must fit in 63 characters.
   json spec = cluster({group("tpu", "tpu-v6e-slice", "4x4", 4, json(4))})["spec"];
   std::string long_name(49, 'j');
