@@ -46,13 +46,8 @@ bool env_present(const json& container, std::string_view name) {
 }
 
 void set_env(json& container, std::string_view name, json fields) {
-  auto it = container.find("env");
-  if (it == container.end() || !it->is_array()) {
-    container["env"] = json::array();
-  }
-  json& env = container["env"];
   if (std::optional<EnvRef> e = find_env(container, name); e && !is_present(*e->entry)) {
-    json& entry = env[e->index];  // replace the not-present entry in place (docs/spec.md Terms)
+    json& entry = container["env"][e->index];  // the not-present entry, in place (spec Terms)
     entry.erase("value");
     entry.erase("valueFrom");
     for (auto& [key, value] : fields.items()) {
@@ -60,12 +55,20 @@ void set_env(json& container, std::string_view name, json fields) {
     }
     return;
   }
+  append_env(container, name, std::move(fields));
+}
+
+void append_env(json& container, std::string_view name, json fields) {
+  auto it = container.find("env");
+  if (it == container.end() || !it->is_array()) {
+    container["env"] = json::array();
+  }
   json entry = json::object();
   entry["name"] = name;
   for (auto& [key, value] : fields.items()) {
     entry[key] = std::move(value);
   }
-  env.push_back(std::move(entry));
+  container["env"].push_back(std::move(entry));
 }
 
 void replace_env_value(json& container, std::size_t index, std::string_view value) {

@@ -49,6 +49,8 @@ bool env_present(const json& container, std::string_view name);
 // no valueFrom) is replaced in place; otherwise {name, ...fields} is appended. `fields` is the
 // entry without its name, e.g. {"value": "3"} or {"valueFrom": {...}}.
 void set_env(json& container, std::string_view name, json fields);
+// Appends {name, ...fields}, whatever entries of that name the container has.
+void append_env(json& container, std::string_view name, json fields);
 
 // Replaces the literal value of the entry at `index`.
 void replace_env_value(json& container, std::size_t index, std::string_view value);

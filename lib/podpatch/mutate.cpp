@@ -124,12 +124,32 @@ class ContainerEnv {
   std::vector<std::string>& warnings() { return warnings_; }
 
  private:
-  // set_env's rule: a not-present entry of that name is filled in place, else one is appended.
+  // set_env's rule: a not-present entry of that name is filled in place, else one is appended;
+  // appended too when the value refers to a variable ($(NAME)) whose entry would come after it,
+  // which Kubernetes would not expand (M5). The last entry of a name is the one that counts.
   void set(std::string_view var, std::string value, bool host_ip) {
     std::optional<EnvRef> e = find_env(c_, var);
-    bool fill = e && !is_present(*e->entry) && changed(var) == nullptr;
+    bool fill = e && !is_present(*e->entry) && changed(var) == nullptr &&
+                refers_only_before(value, e->index);
     changes_.env.push_back({fill ? EnvChange::Kind::kFill : EnvChange::Kind::kAppend,
                             fill ? e->index : 0, var, std::move(value), host_ip});
+  }
+  // Whether every $(NAME) in `value` names an entry before position `index`.
+  bool refers_only_before(std::string_view value, std::size_t index) const {
+    for (std::size_t at = value.find("$("); at != std::string_view::npos;
+         at = value.find("$(", at + 2)) {
+      std::size_t end = value.find(')', at);
+      if (end == std::string_view::npos) {
+        break;
+      }
+      std::string_view ref = value.substr(at + 2, end - at - 2);
+      const EnvChange* c = changed(ref);
+      std::optional<EnvRef> r = find_env(c_, ref);
+      if ((c != nullptr && c->kind == EnvChange::Kind::kAppend) || !r || r->index >= index) {
+        return false;
+      }
+    }
+    return true;
   }
   const EnvChange* changed(std::string_view var) const {
     const EnvChange* last = nullptr;
@@ -582,8 +602,10 @@ void apply_mutation(json& pod, const Mutation& m) {
     for (const EnvChange& e : c.env) {
       if (e.kind == EnvChange::Kind::kReplaceValue) {
         replace_env_value(container, e.index, e.value);
+      } else if (e.kind == EnvChange::Kind::kAppend) {
+        append_env(container, e.name, env_fields(e));
       } else {
-        set_env(container, e.name, env_fields(e));
+        set_env(container, e.name, env_fields(e));  // kFill: the not-present entry at e.index
       }
     }
   }

@@ -609,6 +609,36 @@ TEST_CASE("M5.2: TPU_PROCESS_ADDRESSES exceptions on tpu7x", "[podpatch][mutate]
   CHECK(any_contains(r.warnings, "kept TPU_PROCESS_ADDRESSES") == warned);
 }
 
+TEST_CASE("M5: an empty entry that would refer to a later variable is appended, not filled",
+          "[podpatch][mutate]") {
+  // TPU_DEVICE_PLUGIN_ADDR is $(TPU_DEVICE_PLUGIN_HOST_IP):2112; Kubernetes expands $(VAR) only
+  // from entries that come earlier, so an empty ADDR before HOST_IP is left as it is and the
+  // value goes in a new entry after HOST_IP's (the last entry of a name is the one used).
+  Outcome r =
+      run("device-plugin-addr-empty-first",
+          one_container("tpu-v6e-slice", "4x4", 4,
+                        json::array({{{"name", "TPU_DEVICE_PLUGIN_ADDR"}, {"value", ""}}})));
+  std::vector<std::string> names = r.names();
+  CHECK(names.front() == "TPU_DEVICE_PLUGIN_ADDR");
+  CHECK(r.env()[0]["value"] == "");  // the template's entry, kept
+  CHECK(r.count("TPU_DEVICE_PLUGIN_ADDR") == 2);
+  CHECK(r.value("TPU_DEVICE_PLUGIN_ADDR") == "$(TPU_DEVICE_PLUGIN_HOST_IP):2112");
+  auto host_ip = std::find(names.begin(), names.end(), "TPU_DEVICE_PLUGIN_HOST_IP");
+  auto addr = std::find(names.rbegin(), names.rend(), "TPU_DEVICE_PLUGIN_ADDR");
+  REQUIRE(host_ip != names.end());
+  CHECK(host_ip - names.begin() < names.rend() - addr - 1);  // HOST_IP before the last ADDR
+
+  // HOST_IP already before it: filled in place, one entry.
+  json env = json::array({{{"name", "TPU_DEVICE_PLUGIN_HOST_IP"},
+                           {"valueFrom", {{"fieldRef", {{"fieldPath", "status.hostIP"}}}}}},
+                          {{"name", "TPU_DEVICE_PLUGIN_ADDR"}, {"value", ""}}});
+  Outcome in_place =
+      run("device-plugin-addr-empty-after-host-ip", one_container("tpu-v6e-slice", "4x4", 4, env));
+  CHECK(in_place.count("TPU_DEVICE_PLUGIN_ADDR") == 1);
+  CHECK(in_place.names()[1] == "TPU_DEVICE_PLUGIN_ADDR");
+  CHECK(in_place.value("TPU_DEVICE_PLUGIN_ADDR") == "$(TPU_DEVICE_PLUGIN_HOST_IP):2112");
+}
+
 TEST_CASE("M5.2: on a single tpu7x host a localhost TPU_PROCESS_ADDRESSES is kept",
           "[podpatch][mutate]") {
   json pod =
