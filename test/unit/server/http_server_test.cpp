@@ -230,6 +230,14 @@ server::HttpServerOptions small(int threads = 2) {
   return o;
 }
 
+// small(), its requests sharing `budget`, charged 1 byte of parse per body byte.
+server::HttpServerOptions budgeted(server::MemoryBudget& budget) {
+  server::HttpServerOptions o = small();
+  o.budget = &budget;
+  o.parse_bytes_per_body_byte = 1;
+  return o;
+}
+
 }  // namespace
 
 TEST_CASE("keep-alive and pipelined requests are answered in order on one connection",
@@ -410,9 +418,7 @@ TEST_CASE("requests over the in-flight budget wait for room, then are served", "
 TEST_CASE("a request that cannot get budget before its deadline is answered busy", "[transport]") {
   server::MemoryBudget budget(3 << 20);
   REQUIRE(budget.try_acquire(2 << 20));  // held by someone else throughout
-  server::HttpServerOptions o = small();
-  o.budget = &budget;
-  o.parse_bytes_per_body_byte = 1;
+  server::HttpServerOptions o = budgeted(budget);
   TestServer s(std::move(o));
   Socket c(s.port);
   c.send(post("/late", std::string(1 << 20, 'x')));
@@ -427,9 +433,7 @@ TEST_CASE("without a route's wording, a request left without budget is a 503 Sta
           "[transport]") {
   server::MemoryBudget budget(3 << 20);
   REQUIRE(budget.try_acquire(2 << 20));  // held by someone else throughout
-  server::HttpServerOptions o = small();
-  o.budget = &budget;
-  o.parse_bytes_per_body_byte = 1;
+  server::HttpServerOptions o = budgeted(budget);
   TestServer s(std::move(o), /*route_refusals=*/false);
   Socket c(s.port);
   c.send(post("/late", std::string(1 << 20, 'x')));
@@ -443,9 +447,7 @@ TEST_CASE("without a route's wording, a request left without budget is a 503 Sta
 TEST_CASE("a request that could never fit the budget is refused at once, as too large",
           "[transport]") {
   server::MemoryBudget budget(1 << 20);
-  server::HttpServerOptions o = small();
-  o.budget = &budget;
-  o.parse_bytes_per_body_byte = 1;
+  server::HttpServerOptions o = budgeted(budget);
   const std::string huge = "POST /huge HTTP/1.1\r\nHost: t\r\nContent-Length: 600000\r\n\r\n";
   SECTION("without a route's wording: the transport's 413 Status names --memory-limit") {
     TestServer s(std::move(o), /*route_refusals=*/false);
@@ -471,10 +473,7 @@ TEST_CASE("a chunked body is charged as the largest allowed, then as what it was
   // max_body_bytes 1 MiB, 1 byte of parse per body byte: a chunked request takes 2 MiB + 64 KiB
   // while its body arrives, and once it is whole, 2 x its 10 bytes + 64 KiB.
   server::MemoryBudget budget(3 << 20);
-  server::HttpServerOptions o = small();
-  o.limits.max_body_bytes = 1 << 20;
-  o.budget = &budget;
-  o.parse_bytes_per_body_byte = 1;
+  server::HttpServerOptions o = budgeted(budget);
   std::atomic<std::uint64_t> held{0};
   o.handler = [&](const server::HttpRequestView& r) {
     held = budget.in_use();
@@ -504,11 +503,7 @@ TEST_CASE("a chunked body is charged as the largest allowed, then as what it was
 
 TEST_CASE("a malformed chunk size is a 400 once the body is being read", "[transport]") {
   server::MemoryBudget budget(3 << 20);
-  server::HttpServerOptions o = small();
-  o.limits.max_body_bytes = 1 << 20;
-  o.budget = &budget;
-  o.parse_bytes_per_body_byte = 1;
-  TestServer s(std::move(o));
+  TestServer s(budgeted(budget));
   Socket c(s.port);
   c.send("POST /c HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nab\r\n");
   CHECK_THAT(c.read_all(), Catch::StartsWith("HTTP/1.1 400 ") &&
