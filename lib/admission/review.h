@@ -28,13 +28,14 @@ inline constexpr int kMaxJsonDepth = 100;
 // The heap one review may take to decode: decode refuses, before parsing, a body whose JSON
 // scan_json estimates at more than parse_memory_bound(body size) (reason json_too_costly, 413).
 // The estimate is conservative, so whatever decode accepts or refuses allocates at most that many
-// bytes, counted in malloc chunks: json::parse, the fields decode copies, and destroying the
-// parsed value; request_uid stays below it as well (nlohmann::json 3.11 on libstdc++ and glibc,
-// 64-bit; test/unit/parse_memory counts every allocation to check it, and checks the bound again
-// linked with jemalloc, the server's allocator). A server can charge each
+// bytes, counted as the allocator holds them: json::parse, the fields decode copies, and
+// destroying the parsed value; request_uid stays below it as well (nlohmann::json 3.11 on
+// libstdc++, 64-bit; each allocation counted at the larger of glibc's malloc chunk and jemalloc's
+// size class, the server's allocator; test/unit/parse_memory counts every allocation under each
+// to check the estimate and the bound). A server can charge each
 // request its body plus this bound against a memory budget. Genuine reviews (a Pod or RayCluster
 // as the API server sends it) take 3-9 bytes per body byte, the costliest accepted ones up to 15;
-// a body of tiny values such as [{},{},...] would take up to 44, and is refused.
+// a body of tiny values such as [{},{},...] would take about 39 (33 under jemalloc), and is refused.
 inline constexpr std::size_t kParseMemoryPerBodyByte = 16;
 // What the bound allows whatever the size: the parser's stacks, the text of an error, and the
 // values of a body too short to be a threat (a 5-byte [1,2] takes 16 bytes per byte already).
@@ -49,11 +50,11 @@ constexpr std::size_t parse_memory_bound(std::size_t body_bytes) {
 // (The server's Handler makes no copy: it writes the patch from the changes it decided; webhook-
 // dryrun makes one, the mutated parts it shows. The bound keeps room for both.) The server grants
 // each request body x (1 + this) + 64 KiB against its in-flight memory budget.
-// test/unit/parse_memory measures it on every
-// fixture, on the costliest shapes decode accepts in the parts the Handler ignores, checks or
-// copies, and on values the Handler repeats in its messages (names are cut to
-// webhook::kMaxShownBytes there, lists are not split beyond what the slice can use): genuine
-// reviews take up to 20 bytes per body byte, fillers in the copied parts up to 46. It does NOT
+// test/unit/parse_memory measures it, as the server runs an admission, on every fixture, on the
+// costliest shapes decode accepts in the parts the Handler ignores, checks or copies, and on
+// values the Handler repeats in its messages (names are cut to webhook::kMaxShownBytes there,
+// lists are not split beyond what the slice can use): genuine reviews take up to 12 bytes per
+// body byte, the costliest accepted shapes up to 16 (fixed costs included). It does NOT
 // cover the answer for a large slice, whose patch lists every host and chip address (M5): that
 // grows with the slice, not with the body, and is bounded by answer_memory_bound.
 inline constexpr std::size_t kAdmissionMemoryPerBodyByte = 3 * kParseMemoryPerBodyByte;

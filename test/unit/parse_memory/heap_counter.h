@@ -11,9 +11,9 @@
 
 namespace heap {
 
-// True when the counter counts glibc's malloc chunks, the allocator scan_json models; false when
-// this executable is linked with jemalloc, the server's allocator, whose size classes the bounds
-// must hold under as well (scan_json's estimate need not: it models glibc).
+// True when the counter counts glibc's malloc chunks; false when this executable is linked with
+// jemalloc, the server's allocator, whose size classes round differently. scan_json's estimate
+// and every bound must hold under both.
 #if defined(HEAP_COUNTER_JEMALLOC)
 inline constexpr bool kGlibcChunks = false;
 #else

@@ -68,12 +68,10 @@ double check_bound(const std::string& name, const std::string& body) {
   std::size_t bound = admission::parse_memory_bound(body.size());
   CAPTURE(name, body.size(), m.accepted, m.reason, m.decode, m.parse, m.uid, m.fast, estimate,
           bound);
-  if (heap::kGlibcChunks) {
-    CHECK(m.decode <= estimate);  // the estimate holds whatever the outcome,
-    CHECK(m.fast <= estimate);    // for the server's fast path too
-    CHECK(m.parse <= estimate);   // even for the parse that decode refused to run
-  }
-  CHECK(m.uid <= bound);  // a refusal still reads the uid
+  CHECK(m.decode <= estimate);  // the estimate holds whatever the outcome, under either allocator,
+  CHECK(m.fast <= estimate);    // for the server's fast path too
+  CHECK(m.parse <= estimate);   // even for the parse that decode refused to run
+  CHECK(m.uid <= bound);        // a refusal still reads the uid
   if (m.accepted) {
     CHECK(m.decode <= bound);
     CHECK(m.fast <= bound);
