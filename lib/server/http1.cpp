@@ -198,7 +198,10 @@ std::size_t RequestParser::feed_head(std::string_view data) {
   bool has_lf = false;
   std::size_t take = line_extent(data, has_lf);
   std::size_t line_bytes = line_.size() + take;
-  if (!saw_request_line_ && line_bytes > limits_.max_request_line + 2) {
+  // A request line over both limits is refused for the one it crosses first, the smaller, so the
+  // answer does not depend on how its bytes arrive.
+  bool line_limit_first = limits_.max_request_line + 2 < limits_.max_head_bytes;
+  if (!saw_request_line_ && line_limit_first && line_bytes > limits_.max_request_line + 2) {
     fail(414,
          "the request line is longer than " + std::to_string(limits_.max_request_line) + " bytes");
     return take;

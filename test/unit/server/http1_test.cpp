@@ -733,6 +733,11 @@ TEST_CASE("431: a head over max_head_bytes, or too many header fields", "[http1]
   check_refused("GET / HTTP/1.1\r\nHost: h\r\nX-Padding: " + std::string(60, 'a'), 431, "64",
                 limits);
   check_refused("GET / HTTP/1.1\r\nHost: h\r\n" + std::string(60, 'X'), 431, "64", limits);
+  // A request line over this limit and max_request_line too: the smaller limit, crossed first,
+  // whether the line arrives at once or byte by byte.
+  check_refused("POST /" + std::string(9000, 'a'), 431, "64", limits);
+  check_refused("POST /" + std::string(9000, 'a') + " HTTP/1.1\r\nHost: h\r\n\r\n", 431, "64",
+                limits);
 
   // More than 100 fields with the default limits.
   std::string head = "GET / HTTP/1.1\r\nHost: h\r\n";
