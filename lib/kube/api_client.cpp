@@ -83,15 +83,25 @@ struct BoundedBody {
 // Timeouts of one request (connecting and writing within 10 s at most), keep-alive, and no Nagle
 // delay: headers and body go out at once.
 void configure(httplib::ClientImpl& client, Duration timeout) {
-  // Never negative: httplib would wait without end.
-  auto micros = std::max(std::chrono::duration_cast<std::chrono::microseconds>(timeout),
-                         std::chrono::microseconds(1));
+  // Never negative: httplib would wait without end. In whole milliseconds, rounded up: httplib
+  // waits in milliseconds rounding down, so a wait would end before the deadline.
+  auto micros = std::chrono::microseconds(std::max(
+      std::chrono::ceil<std::chrono::milliseconds>(timeout), std::chrono::milliseconds(1)));
   client.set_connection_timeout(
       std::min<std::chrono::microseconds>(micros, std::chrono::seconds(10)));
   client.set_write_timeout(std::min<std::chrono::microseconds>(micros, std::chrono::seconds(10)));
   client.set_read_timeout(micros);
   client.set_keep_alive(true);
   client.set_tcp_nodelay(true);
+}
+
+// Whether a request that failed on a kept-alive connection may go once more on a new one: when
+// sending it again cannot repeat it (a read, or a write not sent whole) and time is left.
+bool send_again(std::string_view method, httplib::Error error,
+                std::chrono::steady_clock::time_point deadline) {
+  bool repeats_nothing = error == httplib::Error::Write || method == "GET";
+  return repeats_nothing && error != httplib::Error::Canceled &&
+         std::chrono::steady_clock::now() < deadline;
 }
 
 // `method` to `path` with `body`: a body (and its Content-Type, JSON unless said) unless an empty
@@ -421,8 +431,10 @@ webhook::Result<ApiClient::Reply> ApiClient::send_once(std::string_view method,
     return p.error();
   }
   // A kept-alive connection saves a TCP (and TLS) handshake per claim. One that the server
-  // closed meanwhile fails at once; the request then goes once more over a new connection,
-  // within what is left of the deadline (a request that timed out has none left).
+  // closed meanwhile fails; the request then goes once more over a new connection, within what
+  // is left of the deadline, when that cannot repeat it: when it was not written whole (the
+  // server acts on none of it) or is a read. A write that went out is never sent again (the
+  // server may have acted on it before the connection was lost, or a timeout ended it).
   std::unique_ptr<httplib::ClientImpl> reused = take_idle();
   for (int attempt = 0; attempt < 2; ++attempt) {
     std::unique_ptr<httplib::ClientImpl> client = std::move(reused);
@@ -458,8 +470,7 @@ webhook::Result<ApiClient::Reply> ApiClient::send_once(std::string_view method,
     }
     if (!ok) {
       bool cancelled = call != nullptr && call->cancelled();
-      if (!fresh && !cancelled && error != httplib::Error::Canceled &&
-          std::chrono::steady_clock::now() < deadline) {
+      if (!fresh && !cancelled && send_again(method, error, deadline)) {
         continue;  // a stale kept-alive connection: once more on a new one
       }
       return transport_error(method, path_query, static_cast<int>(error), cancelled);
