@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <catch2/catch.hpp>
 #include <cctype>
 #include <chrono>
