@@ -240,6 +240,9 @@ TEST_CASE("M5: single-host slices (E2, E7): no hostnames, localhost slicebuilder
       GENERATE(table<std::string, std::string, std::string, int, std::string, int>({
           {"e2-v6e-2x4", "tpu-v6e-slice", "2x4", 8, "2,4,1", 8},
           {"v6e-2x2", "tpu-v6e-slice", "2x2", 4, "2,2,1", 4},
+          // google.com/tpu larger than the slice: one port per chip of the slice, not per chip
+          // requested (docs/topology.md 2.7).
+          {"v6e-2x2-tpu8", "tpu-v6e-slice", "2x2", 8, "2,2,1", 4},
           {"e7-tpu7x-2x2x1", "tpu7x", "2x2x1", 4, "2,2,1,2", 8},
           {"v4-2x2x1", "tpu-v4-podslice", "2x2x1", 4, "2,2,1", 4},
       }));
