@@ -787,7 +787,10 @@ Inputs (YAML, multi-document YAML, or JSON; a v1 List of them is read item by it
 
 A Pod or object the webhook configurations' selectors would not send to the webhook (a Pod
 without app.kubernetes.io/name=kuberay and ray.io/node-type=worker, a namespace they leave
-out) is reported as such on stderr, exit 3.
+out by name) is reported as such, exit 3: on stderr, except for the worker Pods of a
+RayCluster, RayJob or RayService shown as a table (their default), reported on stdout above it.
+Not modelled: the namespace label kuberay-tpu-webhook.ray.io/ignore and the tpu-pods-only
+matchCondition (a Pod without google.com/tpu is admitted unchanged).
 
 Output (-o, --output):
   Pod:             yaml (default) | json | patch (the RFC 6902 JSON Patch; [] when nothing
@@ -801,7 +804,8 @@ Output (-o, --output):
 
 )" + webhook::flags::render_help(table().docs(), {.column = 29, .equals = false}) +
          R"(
-Exit status: 0 admitted, 1 denied (the reason on stdout for a table, else stderr),
+Exit status: 0 admitted, 1 denied (the reason on stdout, instead of the table, for a
+RayCluster, RayJob or RayService shown as a table; else on stderr),
 2 bad usage or unreadable input (one line on stderr naming the file and the problem),
 3 not sent to the webhook (and nothing denied).
 Warnings the API server would show (kubectl "Warning:") go to stderr.
