@@ -1,6 +1,6 @@
 #pragma once
-// The flags of admission::Config, shared by kuberay-tpu-webhook and webhook-dryrun so both read
-// them with the same defaults, checks, error wording and help text:
+// The flags of admission::Config, shared by kuberay-tpu-webhook, webhook-dryrun and kubectl
+// tpu-slice so all three read them with the same defaults, checks, error wording and help text:
 //   --kuberay-version=VERSION  --tpu-process-port-base=N  --megascale-port-base=N
 //   --device-plugin-port=N  --legacy-indexing=auto|on|off
 //
