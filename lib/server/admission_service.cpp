@@ -56,15 +56,10 @@ std::string status_json(int code, std::string_view message) {
   return webhook::dump_json(status);
 }
 
-// Stage 1: the HTTP envelope, before the body is parsed.
-webhook::Status AdmissionService::check_envelope(const HttpRequestView& request) const {
+// A refusal the transport found (HttpRequestView's too_large, busy, timed_out), on any path.
+webhook::Status AdmissionService::check_transport_refusal(const HttpRequestView& request) const {
   using webhook::ErrorCode;
   namespace reasons = podpatch::reasons;
-  if (request.method != "POST") {
-    return webhook::Error{ErrorCode::kMethodNotAllowed,
-                          "method " + std::string(request.method) + " is not allowed; send POST",
-                          reasons::kMethodNotAllowed};
-  }
   if (request.too_large) {
     return webhook::Error{ErrorCode::kResourceExhausted,
                           "request body is larger than " + std::to_string(max_body_bytes_) +
@@ -81,6 +76,19 @@ webhook::Status AdmissionService::check_envelope(const HttpRequestView& request)
     return webhook::Error{ErrorCode::kDeadlineExceeded, std::string(kReadTimeoutMessage),
                           reasons::kRequestTimeout};
   }
+  return {};
+}
+
+// Stage 1: the HTTP envelope, before the body is parsed.
+webhook::Status AdmissionService::check_envelope(const HttpRequestView& request) const {
+  using webhook::ErrorCode;
+  namespace reasons = podpatch::reasons;
+  if (request.method != "POST") {
+    return webhook::Error{ErrorCode::kMethodNotAllowed,
+                          "method " + std::string(request.method) + " is not allowed; send POST",
+                          reasons::kMethodNotAllowed};
+  }
+  RETURN_IF_ERROR(check_transport_refusal(request));
   if (!is_json_content_type(request.content_type)) {
     std::string given = request.content_type.empty()
                             ? std::string("missing")
@@ -141,7 +149,10 @@ HttpReply AdmissionService::admit(Webhook webhook, const HttpRequestView& http) 
 HttpReply AdmissionService::other(const HttpRequestView& request) const {
   HttpReply reply;
   reply.close = request.too_large || request.timed_out || request.busy;
-  if (request.path == "/" && (request.method == "GET" || request.method == "HEAD")) {
+  if (webhook::Status refused = check_transport_refusal(request); !refused) {
+    reply.status = webhook::http_code(refused.error().code);
+    reply.body = status_json(reply.status, refused.error().message);
+  } else if (request.path == "/" && (request.method == "GET" || request.method == "HEAD")) {
     reply.content_type = "text/plain";
     reply.body = "kuberay-tpu-webhook";
   } else {

@@ -12,7 +12,8 @@
 //
 // Checks, in order: method (405, Allow: POST), body size (413), the in-flight budget (503), a
 // body that did not arrive in time (408), Content-Type application/json (415), then
-// admission::decode (400, or 413 for nesting). Any other path is 404.
+// admission::decode (400, or 413 for nesting). Any other path is 404 (a refusal the transport
+// found there keeps its own code).
 // Each failure is an AdmissionReview denial carrying that code when a request.uid can be read
 // from the body (HTTP 200, as kube-apiserver expects), else an HTTP error whose body is one line
 // of JSON (a metav1 Status). GET / answers "kuberay-tpu-webhook" (the Go webhook's probe path).
@@ -38,7 +39,9 @@ class AdmissionService {
 
   // `webhook` is kMutate or kValidate: the path the transport routed.
   HttpReply admit(Webhook webhook, const HttpRequestView& request) const;
-  // Any other path: GET / answers "kuberay-tpu-webhook", anything else is 404.
+  // Any other path: GET / answers "kuberay-tpu-webhook", anything else is 404; a refusal the
+  // transport found (too_large, busy, timed_out) is a metav1 Status of its own code (413, 503,
+  // 408), never an answer to the path.
   HttpReply other(const HttpRequestView& request) const;
   std::size_t max_body_bytes() const { return max_body_bytes_; }
   // Lowers the largest body accepted below --max-body-bytes, `why` saying what sets it and how
@@ -51,6 +54,7 @@ class AdmissionService {
  private:
   struct Exchange;
   webhook::Status check_envelope(const HttpRequestView& request) const;
+  webhook::Status check_transport_refusal(const HttpRequestView& request) const;
   admission::Response handle(Webhook webhook, const admission::Request& request) const;
   void record(Webhook webhook, const Exchange& exchange, std::chrono::nanoseconds latency) const;
 

@@ -185,9 +185,14 @@ asio::awaitable<bool> HttpServer::Connection::exchange() {
     o_.on_request(h.path);
   }
   HttpReply reply = co_await handle();
-  bool close = !h.keep_alive || reply.close || server_.stopping_ ||
-               served_ + 1 >= o_.max_requests_per_connection;
-  co_return co_await answer(reply, close, h.method == "HEAD");
+  // Why the connection closes after this answer, if it does (the debug log's reason).
+  why_ = !h.keep_alive       ? "the client asked to close (Connection: close)"
+         : reply.close       ? "the route's answer closes it"
+         : server_.stopping_ ? "stopping"
+         : served_ + 1 >= o_.max_requests_per_connection
+             ? "its most requests served, closed so load rebalances"
+             : "";
+  co_return co_await answer(reply, !why_.empty(), h.method == "HEAD");
 }
 
 void HttpServer::Connection::wake_if_idle() {
@@ -397,6 +402,7 @@ asio::awaitable<HttpReply> HttpServer::Connection::handle() {
 // the request's uid; any other, and one whose wording throws, is a metav1 Status of its own.
 asio::awaitable<bool> HttpServer::Connection::refuse(Refusal r) {
   whole_at_ = Clock::now();
+  why_ = "refused (the answer says why)";
   const http1::Head& h = parser_.head();
   if (o_.on_request) {
     o_.on_request(h.path);
@@ -456,6 +462,9 @@ asio::awaitable<bool> HttpServer::Connection::answer(const HttpReply& reply, boo
     co_return false;
   }
   if (close || server_.stopping_) {
+    if (why_.empty()) {
+      why_ = "stopping";
+    }
     co_await linger();
     co_return false;
   }
@@ -472,7 +481,6 @@ asio::awaitable<void> HttpServer::Connection::linger() {
   stream_.shutdown_send();
   stream_.expires_at(Clock::now() + kLingerTime);
   co_await stream_.discard_until_closed(scratch(), kReadChunk);
-  why_ = "";
 }
 
 void HttpServer::Connection::release_budget() {

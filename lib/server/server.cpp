@@ -225,7 +225,7 @@ webhook::Status WebhookServer::open_ports(std::uint64_t budget) {
   health.handler_threads = 1;
   health.max_connections = config_.max_connections;
   health.handler = [this](const HttpRequestView& r) { return route_health(r); };
-  health.refuse = health.handler;
+  // No `refuse`: a 413 or 408 found on the health port is the transport's own Status.
   health_ = std::make_unique<HttpServer>(std::move(health), log_);
 
   ASSIGN_OR_RETURN(https_port_, https_->bind(config_.https_address));

@@ -963,6 +963,17 @@ def body_limits(work):
                 check(how in ("eof", "reset") and closed <= 2 * SLOW,
                       "%s: the connection was not closed after the 413 (%s)" % (name, how))
 
+        # A body over the limit keeps its 413 on every path, the health port's included: never
+        # a 404, or the 200 that GET / and /healthz answer.
+        over = [(wh.https_port, ctx, b"POST /nope", b"99999999"),
+                (wh.https_port, ctx, b"GET /", b"99999999"),
+                (wh.health_port, None, b"GET /healthz", b"65537"),
+                (wh.health_port, None, b"POST /metrics", b"99999999")]
+        for port, c, line, length in over:
+            refused_alone(port, c, "%s with Content-Length %s" % (line.decode(), length.decode()),
+                          line + b" HTTP/1.1\r\nHost: x\r\nContent-Length: " + length + b"\r\n\r\n",
+                          413)
+
         (uid, body), = reviews("expect", 1)
         s = connect(wh.https_port, ctx, timeout=5 * SLOW)
         try:
@@ -1126,6 +1137,17 @@ def framing_metrics(work):
                                         ctx, timeout=8 * SLOW)
         check(responses and responses[0][0] == 408, "a stalled head: want 408, got %s (%s)"
               % (responses[:1], how))
+        # A stalled body is 408 on every path: never the 200 of GET / or /healthz.
+        stalled = b" HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nab"
+        for port, c, line in ((wh.https_port, ctx, b"GET /"), (wh.health_port, None,
+                                                               b"GET /healthz")):
+            responses, how, _, _ = exchange(port, line + stalled, c, timeout=8 * SLOW)
+            check(responses and responses[0][0] == 408 and len(responses) == 1,
+                  "a stalled body to %s: want one 408, got %s (%s)"
+                  % (line.decode(), [r[0] for r in responses], how))
+            status_body(responses[0][2], 408)
+            check(how in ("eof", "reset"), "a stalled body to %s: the connection stayed open (%s)"
+                  % (line.decode(), how))
         (uid, body), = reviews("counted", 1)
         responses, how, _, _ = exchange(wh.https_port, post(body), ctx, until_closed=False)
         check(responses and admission_response(responses[0][0], responses[0][2], uid)["allowed"],
@@ -1133,7 +1155,7 @@ def framing_metrics(work):
         want = {}
         for name in batch:
             want[str(heads[name][1])] = want.get(str(heads[name][1]), 0) + 1
-        want["413"], want["408"] = 1, 1
+        want["413"], want["408"] = 1, 2  # the health port's answers are not counted
         # A response is counted once its last byte is written, which the client may see first:
         # read /metrics until the good review is counted (or the time is up).
         good = 'kuberay_tpu_webhook_requests_total{webhook="mutate",code="200"} 1'

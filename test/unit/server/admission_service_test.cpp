@@ -284,6 +284,27 @@ TEST_CASE("GET / answers as the Go webhook's probes expect", "[service]") {
   CHECK(reply.body == "kuberay-tpu-webhook");
 }
 
+TEST_CASE("a refusal the transport found keeps its code on any other path", "[service]") {
+  Fixture f;
+  // The uid is readable, but no other path answers with a review: always a metav1 Status.
+  std::string body = kUidPrefix + R"("kind":{"group":"","vers)";
+  server::HttpRequestView too_large{"GET", "/", "", body, true, false};
+  server::HttpReply r = f.serve(too_large);
+  check_status(r, 413, "larger than 65536 bytes");
+  CHECK(r.close);
+  server::HttpRequestView busy{
+      .method = "POST", .path = "/nope", .content_type = "", .body = body, .busy = true};
+  check_status(f.serve(busy), 503, "in-flight memory budget");
+  server::HttpRequestView late{
+      .method = "GET", .path = "/", .content_type = "", .body = "", .timed_out = true};
+  r = f.serve(late);
+  check_status(r, 408, "--read-timeout");
+  CHECK(r.close);
+  CHECK(r.metric_code == 0);  // counted by its status
+  // No denial is counted: no review was answered.
+  CHECK_THAT(f.metrics.render(), !Catch::Contains("denials_total{"));
+}
+
 TEST_CASE("application/json is recognised with parameters and in any case", "[service]") {
   CHECK(server::is_json_content_type("application/json"));
   CHECK(server::is_json_content_type("application/json; charset=utf-8"));

@@ -7,7 +7,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <spdlog/sinks/null_sink.h>
+#include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -17,10 +17,13 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "server/log.h"
 
 namespace {
 
@@ -144,6 +147,11 @@ struct TestServer {
       ++opened;
       changed.notify_all();
     };
+    options.on_connection_close = [this] {
+      std::lock_guard<std::mutex> lock(mu);
+      ++closed;
+      changed.notify_all();
+    };
     http = std::make_unique<server::HttpServer>(std::move(options), log);
     port = *http->bind({"127.0.0.1", 0});
     thread = std::thread([this] { http->serve(); });
@@ -161,14 +169,30 @@ struct TestServer {
     std::unique_lock<std::mutex> lock(mu);
     return changed.wait_for(lock, 5s, [&] { return opened >= n; });
   }
+  bool wait_closed(int n) {
+    std::unique_lock<std::mutex> lock(mu);
+    return changed.wait_for(lock, 5s, [&] { return closed >= n; });
+  }
   bool wait_answered(std::size_t n) {
     std::unique_lock<std::mutex> lock(mu);
     return changed.wait_for(lock, 5s, [&] { return codes.size() >= n; });
   }
 
-  server::Log log{
-      std::make_shared<spdlog::logger>("t", std::make_shared<spdlog::sinks::null_sink_mt>()),
-      server::LogFormat::kJson, 0};
+  // Read what the connections logged once they have closed (wait_closed).
+  std::string logged() {
+    std::lock_guard<std::mutex> lock(mu);
+    return log_text.str();
+  }
+
+  std::ostringstream log_text;
+  std::shared_ptr<spdlog::logger> logger = [this] {
+    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(log_text);
+    sink->set_formatter(server::make_log_formatter(server::LogFormat::kJson));
+    auto l = std::make_shared<spdlog::logger>("t", sink);
+    l->set_level(spdlog::level::debug);
+    return l;
+  }();
+  server::Log log{logger, server::LogFormat::kJson, 1};  // --v=1: a line per closed connection
   std::unique_ptr<server::HttpServer> http;
   int port = 0;
   std::thread thread;
@@ -178,6 +202,7 @@ struct TestServer {
   std::vector<int> codes;
   std::vector<std::chrono::nanoseconds> latencies;  // as on_response reported them
   int opened = 0;
+  int closed = 0;
 };
 
 // A latch a route waits on, opened by the test (or after 5 s, so no case can hang).
@@ -287,6 +312,40 @@ TEST_CASE("a request that stops arriving gets 408 and its connection is closed",
   CHECK_THAT(answer, Catch::StartsWith("HTTP/1.1 408 ") && Catch::Contains("--read-timeout"));
   Socket silent(s.port);  // never sends: closed without an answer
   CHECK(silent.read_all().empty());
+}
+
+TEST_CASE("at --v=1 every closed connection is logged with its reason", "[transport]") {
+  server::HttpServerOptions o = small();
+  o.max_requests_per_connection = 2;
+  TestServer s(std::move(o));
+  {
+    Socket asked(s.port);
+    asked.send("GET /a HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    CHECK_THAT(asked.read_all(), Catch::Contains("Connection: close"));
+  }
+  {
+    Socket refused(s.port);
+    refused.send("GET /a HTTP/1.1\r\nHost: t\r\nContent-Length: x\r\n\r\n");
+    CHECK_THAT(refused.read_all(), Catch::StartsWith("HTTP/1.1 400 "));
+  }
+  {
+    Socket twice(s.port);
+    twice.send(post("/a", "") + post("/b", ""));
+    CHECK(count(twice.read_all(), "HTTP/1.1 200 OK") == 2);
+  }
+  {
+    Socket gone(s.port);
+    gone.send(post("/a", ""));
+    CHECK_THAT(gone.read_response(), Catch::StartsWith("HTTP/1.1 200"));
+  }  // the client closes
+  REQUIRE(s.wait_closed(4));
+  std::string log = s.logged();
+  CAPTURE(log);
+  CHECK(count(log, "\"msg\":\"connection closed\"") == 4);
+  CHECK(count(log, "\"reason\":\"the client asked to close (Connection: close)\"") == 1);
+  CHECK(count(log, "\"reason\":\"refused (the answer says why)\"") == 1);
+  CHECK(count(log, "\"reason\":\"its most requests served, closed so load rebalances\"") == 1);
+  CHECK(count(log, "\"reason\":\"closed by the client\"") == 1);
 }
 
 TEST_CASE("a keep-alive connection is closed after the idle timeout", "[transport]") {
