@@ -963,8 +963,8 @@ def body_limits(work):
                 check(how in ("eof", "reset") and closed <= 2 * SLOW,
                       "%s: the connection was not closed after the 413 (%s)" % (name, how))
 
-        # A body over the limit keeps its 413 on every path, the health port's included: never
-        # a 404, or the 200 that GET / and /healthz answer.
+        # A body over the limit keeps its 413 on every path, the health port's included: never a
+        # 404, or the 200 that GET / and /healthz answer (docs/server.md Endpoints).
         over = [(wh.https_port, ctx, b"POST /nope", b"99999999"),
                 (wh.https_port, ctx, b"GET /", b"99999999"),
                 (wh.health_port, None, b"GET /healthz", b"65537"),

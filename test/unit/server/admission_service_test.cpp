@@ -284,7 +284,8 @@ TEST_CASE("GET / answers as the Go webhook's probes expect", "[service]") {
   CHECK(reply.body == "kuberay-tpu-webhook");
 }
 
-TEST_CASE("a refusal the transport found keeps its code on any other path", "[service]") {
+TEST_CASE("a refusal the transport found keeps its code on any other path (Envelope)",
+          "[service]") {
   Fixture f;
   // The uid is readable, but no other path answers with a review: always a metav1 Status.
   std::string body = kUidPrefix + R"("kind":{"group":"","vers)";
