@@ -3,9 +3,12 @@
 #   1. build/ (RelWithDebInfo, what ships): the binaries and the tests labelled `release`, those
 #      that need the shipped build (deploy checks, benchmarks, valgrind, allocation counts, docs),
 #      and the fuzz replays (label `fuzz`);
-#   2. build-asan/ (ASan+UBSan, scripts/sanitize.sh): every other test, and the fuzz replays
-#      again, under the sanitizers.
-#   SKIP_SANITIZERS=1 bash scripts/test.sh   # no second build: every test runs in build/
+#   2. build-asan/ (ASan+UBSan, scripts/sanitize.sh address): every other test, and the fuzz
+#      replays again, under the sanitizers;
+#   3. build-tsan/ (TSan, scripts/sanitize.sh thread): the tests labelled `threads` again (the
+#      transport, lib/kube against the fake API server, the server's load, signal, eviction and
+#      replica cases), with only what they run built.
+#   SKIP_SANITIZERS=1 bash scripts/test.sh   # no sanitizer builds: every test runs in build/
 #   CI=true bash scripts/test.sh             # as CI runs it: scripts/lint.sh before the build,
 #                                            # warnings are errors, and no test may be skipped
 #                                            # but those of the allow-list in test/deploy
@@ -35,7 +38,7 @@ fi
 # The tests CTest did not run (in either pass), printed again at the very end of the job; under
 # CI, one that is not in the allow-list (build/skippable-tests.txt, from test/deploy/
 # CMakeLists.txt) fails it.
-ctest_logs=(build/ctest.log build-asan/ctest.log)
+ctest_logs=(build/ctest.log build-asan/ctest.log build-tsan/ctest.log)
 report_skips() {
   local skipped allowed extra log
   skipped=$(for log in "${ctest_logs[@]}"; do
@@ -55,6 +58,7 @@ trap 'report_skips || exit 1' EXIT
 ctest --test-dir build --output-on-failure -j"$(nproc)" "${selection[@]}" 2>&1 |
   tee "${ctest_logs[0]}"
 if [[ $skip_sanitizers != 1 ]]; then
-  mkdir -p build-asan
+  mkdir -p build-asan build-tsan
   bash scripts/sanitize.sh address 2>&1 | tee "${ctest_logs[1]}"
+  bash scripts/sanitize.sh thread 2>&1 | tee "${ctest_logs[2]}"
 fi
