@@ -271,9 +271,23 @@ def run_cases(cases, argv, script):
             cases[name](work)
         except Failure as e:
             print("FAILED %s: %s" % (name, e), file=sys.stderr)
+            print_log_tails(work)
             return 1
     print("passed: " + name)
     return 0
+
+
+def print_log_tails(work, lines=20):
+    """The last lines of every process log the case wrote (webhooks, the fake API server), so a
+    failure in CI shows what the processes said before the work directory is removed."""
+    for name in sorted(os.listdir(work)):
+        if not name.endswith(".log"):
+            continue
+        with open(os.path.join(work, name), "rb") as f:
+            tail = f.read().decode("utf-8", "replace").splitlines()[-lines:]
+        print("--- last %d lines of %s:" % (len(tail), name), file=sys.stderr)
+        for line in tail:
+            print("    " + line, file=sys.stderr)
 
 
 class Workdir:
