@@ -14,7 +14,6 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -74,14 +73,28 @@ webhook::Result<std::shared_ptr<const Identity>> load_identity(std::string_view 
                                                                std::string_view key_pem);
 
 // The identity handshakes serve now; publish() swaps it atomically. Thread-safe.
+// (A mutex, not std::atomic<std::shared_ptr>: libstdc++ 12's load() releases its lock with relaxed
+// ordering, so a publish() right after it is not ordered after its read of the pointer. TSan
+// reports that race, and on a weakly ordered CPU such as arm64 a handshake could pair the new
+// pointer with the old control block.)
 class IdentityStore {
  public:
   explicit IdentityStore(std::shared_ptr<const Identity> initial) : current_(std::move(initial)) {}
-  std::shared_ptr<const Identity> current() const { return current_.load(); }
-  void publish(std::shared_ptr<const Identity> next) { current_.store(std::move(next)); }
+  std::shared_ptr<const Identity> current() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return current_;
+  }
+  void publish(std::shared_ptr<const Identity> next) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      current_.swap(next);
+    }
+    // `next` now holds the old identity, released outside the lock.
+  }
 
  private:
-  std::atomic<std::shared_ptr<const Identity>> current_;
+  mutable std::mutex mu_;
+  std::shared_ptr<const Identity> current_;
 };
 
 // A server SSL_CTX: TLS 1.2 minimum, ECDHE with AES-GCM or ChaCha20-Poly1305 on TLS 1.2, the
