@@ -3,10 +3,10 @@
 #   bash scripts/sanitize.sh address   # ASan + UBSan (+ LeakSanitizer), build-asan/: every test
 #                                      # but those labelled `release` (deploy checks, benchmarks,
 #                                      # valgrind, docs: they need the shipped build or no binary)
-#   bash scripts/sanitize.sh thread    # TSan, build-tsan/: the tests labelled `threads` (the
-#                                      # transport, lib/kube against the fake API server, the
-#                                      # server's load, signal, eviction and replica cases), with
-#                                      # only what they run built (target thread-checks)
+#   bash scripts/sanitize.sh thread    # TSan, build-tsan/: the tests labelled `threads` (lib/
+#                                      # server's and lib/kube's, the server's load, signal,
+#                                      # eviction, rotation and replica cases), with only what
+#                                      # they run built (target thread-checks)
 # Any sanitizer report fails the test that triggered it.
 # -O1 -g1: line tables are all a sanitizer's stack trace needs, and build in less time than -g.
 set -euo pipefail

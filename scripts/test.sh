@@ -5,9 +5,9 @@
 #      and the fuzz replays (label `fuzz`);
 #   2. build-asan/ (ASan+UBSan, scripts/sanitize.sh address): every other test, and the fuzz
 #      replays again, under the sanitizers;
-#   3. build-tsan/ (TSan, scripts/sanitize.sh thread): the tests labelled `threads` again (the
-#      transport, lib/kube against the fake API server, the server's load, signal, eviction and
-#      replica cases), with only what they run built.
+#   3. build-tsan/ (TSan, scripts/sanitize.sh thread): the tests labelled `threads` again
+#      (lib/server's and lib/kube's, the server's load, signal, eviction, rotation and replica
+#      cases), with only what they run built.
 #   SKIP_SANITIZERS=1 bash scripts/test.sh   # no sanitizer builds: every test runs in build/
 #   CI=true bash scripts/test.sh             # as CI runs it: scripts/lint.sh before the build,
 #                                            # warnings are errors, and no test may be skipped
@@ -35,7 +35,7 @@ else
   selection=(-L "release|fuzz")
 fi
 
-# The tests CTest did not run (in either pass), printed again at the very end of the job; under
+# The tests CTest did not run (in any pass), printed again at the very end of the job; under
 # CI, one that is not in the allow-list (build/skippable-tests.txt, from test/deploy/
 # CMakeLists.txt) fails it.
 ctest_logs=(build/ctest.log build-asan/ctest.log build-tsan/ctest.log)
