@@ -99,7 +99,8 @@ TEST_CASE("the server context refuses nothing it needs", "[tls]") {
   CHECK(SSL_CTX_get_min_proto_version(ctx->get()) == TLS1_2_VERSION);
 }
 
-TEST_CASE("an identity is read by handshakes while rotations publish the next", "[tls]") {
+TEST_CASE("TLS (docs/server.md): handshakes read whole identities while rotations publish the next",
+          "[tls]") {
   // Under TSan (the `threads` pass) an unordered read of the published pointer fails this case;
   // everywhere, every read is one of the identities published, whole.
   Pem a = make_pem("a");
