@@ -128,7 +128,8 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
     RouteRefusal route = RouteRefusal::kNone;
   };
   asio::awaitable<bool> refuse(Refusal r);
-  asio::awaitable<bool> answer(const HttpReply& reply, bool close, bool head_only);
+  // Closes after the answer when why_ names a reason to.
+  asio::awaitable<bool> answer(const HttpReply& reply, bool head_only);
   asio::awaitable<void> linger();
   void feed(std::string_view data);
   HttpRequestView view() const;
@@ -192,7 +193,7 @@ asio::awaitable<bool> HttpServer::Connection::exchange() {
          : served_ + 1 >= o_.max_requests_per_connection
              ? "its most requests served, closed so load rebalances"
              : "";
-  co_return co_await answer(reply, !why_.empty(), h.method == "HEAD");
+  co_return co_await answer(reply, h.method == "HEAD");
 }
 
 void HttpServer::Connection::wake_if_idle() {
@@ -426,14 +427,14 @@ asio::awaitable<bool> HttpServer::Connection::refuse(Refusal r) {
     }
   }
   HttpReply reply = worded ? std::move(*worded) : status_reply(r.status, std::move(r.message));
-  co_return co_await answer(reply, true, false);
+  co_return co_await answer(reply, false);
 }
 
 // Writes the answer within read_timeout and reports it; true when the connection goes on to
-// the next request.
-asio::awaitable<bool> HttpServer::Connection::answer(const HttpReply& reply, bool close,
-                                                     bool head_only) {
+// the next request. It says "Connection: close" when why_ holds the reason it closes.
+asio::awaitable<bool> HttpServer::Connection::answer(const HttpReply& reply, bool head_only) {
   Clock::time_point ready = Clock::now();
+  const bool close = !why_.empty();
   out_.clear();
   out_.reserve(reply.body.size() + 256);
   http1::write_response_head(out_,
