@@ -6,10 +6,12 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <new>
 #include <string_view>
 
 #include "admission/review.h"
 #include "base/json/access.h"
+#include "base/memory/heap_limit.h"
 #include "podpatch/env.h"
 #include "podpatch/keys.h"
 
@@ -241,24 +243,26 @@ std::optional<std::string_view> string_field(dom::element obj, std::string_view 
   return std::string_view(v);
 }
 
-// One parser per thread, kept between requests: its buffers grow to the largest body it parsed,
-// at most kFastDecodeMaxBytes.
+// One parser per thread, kept between requests, its buffers taken once for the largest body it
+// reads; nesting deeper than decode() accepts is left to decode(), which refuses it.
 dom::parser& thread_parser() {
-  thread_local dom::parser parser(kFastDecodeMaxBytes);
+  thread_local dom::parser parser = [] {
+    dom::parser p(kFastDecodeMaxBytes);
+    if (p.allocate(kFastDecodeMaxBytes, kMaxJsonDepth) != simdjson::SUCCESS) {
+      throw std::bad_alloc();
+    }
+    return p;
+  }();
   return parser;
 }
 
 // The review when it is an ordinary one, else nullopt: decode() then answers.
-std::optional<Request> decode_fast(std::string_view body) {
+std::optional<Request> decode_fast(dom::parser& parser, std::string_view body) {
   if (body.empty() || body.size() > kFastDecodeMaxBytes) {
     return std::nullopt;
   }
-  JsonScan scan = scan_json(body);
-  if (scan.depth > kMaxJsonDepth || scan.parse_bytes > parse_memory_bound(body.size())) {
-    return std::nullopt;
-  }
   dom::element review;
-  if (thread_parser().parse(body.data(), body.size(), true).get(review) != simdjson::SUCCESS ||
+  if (parser.parse(body.data(), body.size(), true).get(review) != simdjson::SUCCESS ||
       !review.is_object()) {
     return std::nullopt;
   }
@@ -298,12 +302,21 @@ std::optional<Request> decode_fast(std::string_view body) {
 }  // namespace
 
 webhook::Result<Request> decode_for_mutation(std::string_view body) {
-  try {
-    if (std::optional<Request> r = decode_fast(body)) {
-      return std::move(*r);
+  dom::parser& parser = thread_parser();  // its buffers are the thread's, not the request's
+  {
+    // What the fast path builds is held to decode()'s bound as well; past it, decode() answers.
+    webhook::HeapLimit limit(parse_memory_bound(body.size()));
+    try {
+      if (std::optional<Request> r = decode_fast(parser, body)) {
+        return std::move(*r);
+      }
+    } catch (const Unusual&) {
+    } catch (const simdjson::simdjson_error&) {  // a conversion the checks above should rule out
+    } catch (const std::bad_alloc&) {
+      if (!limit.refused()) {
+        throw;
+      }
     }
-  } catch (const Unusual&) {
-  } catch (const simdjson::simdjson_error&) {  // a conversion the checks above should rule out
   }
   return decode(body);
 }

@@ -1,12 +1,12 @@
 #include "admission/review.h"
 
 #include <algorithm>
-#include <array>
-#include <bit>
+#include <new>
 
 #include "base/encoding/base64.h"
 #include "base/json/access.h"
 #include "base/json/write.h"
+#include "base/memory/heap_limit.h"
 #include "podpatch/reasons.h"
 
 namespace admission {
@@ -104,253 +104,102 @@ std::string approx_size(std::size_t bytes) {
   return mib.substr(0, mib.find('.') + 2) + " MiB";
 }
 
-webhook::Error too_costly(std::size_t parse_bytes, std::size_t body_bytes) {
+webhook::Error too_costly(std::size_t body_bytes) {
   return webhook::Error{
       webhook::ErrorCode::kResourceExhausted,
-      "the review's JSON would take about " + approx_size(parse_bytes) +
-          " of memory to parse, more than " + std::to_string(kParseMemoryPerBodyByte) +
-          " times its " + std::to_string(body_bytes) +
+      "the review's JSON takes more than " + approx_size(parse_memory_bound(body_bytes)) +
+          " of memory to parse, " + std::to_string(kParseMemoryPerBodyByte) + " times its " +
+          std::to_string(body_bytes) +
           " bytes: it is mostly tiny values (such as [{},{},...] or long lists of numbers), "
           "where a Kubernetes object is mostly strings; remove the field that repeats them",
       podpatch::reasons::kJsonTooCostly};
 }
 
-// The heap nlohmann::json 3.11 takes on a 64-bit machine, each allocation counted at what the
-// larger of the two allocators the project links holds for it (chunk). test/unit/parse_memory
-// measures every allocation under each to check the model stays an upper bound for both.
-// glibc's malloc: an 8-byte header, 16-byte alignment, 32 bytes at least; a large request is
-// mapped, a page more at most.
-constexpr std::size_t glibc_chunk(std::size_t n) {
-  std::size_t c = std::max<std::size_t>(32, (n + 8 + 15) & ~std::size_t{15});
-  return n >= std::size_t{128} * 1024 ? ((c + 4095) & ~std::size_t{4095}) + 4096 : c;
-}
-// jemalloc (the server's allocator): no header; size classes 16 bytes apart up to 128, then four
-// between each power of two and the next (so up to a quarter more than asked, 1,048,592 bytes
-// taking 1.25 MiB).
-constexpr std::size_t jemalloc_class(std::size_t n) {
-  if (n <= 128) {
-    return std::max<std::size_t>(16, (n + 15) & ~std::size_t{15});
-  }
-  std::size_t spacing = std::bit_floor(n - 1) / 4;
-  return (n + spacing - 1) / spacing * spacing;
-}
-constexpr std::size_t chunk(std::size_t n) { return std::max(glibc_chunk(n), jemalloc_class(n)); }
-static_assert(chunk(33) == 48 && chunk(129) == 160 && chunk(20481) == 24576 &&
-              glibc_chunk(20481) == 20496 && chunk(1048592) == 1310720);
-constexpr std::size_t kSlotBytes = sizeof(json);                     // one element of an array
-constexpr std::size_t kArrayBytes = chunk(sizeof(json::array_t));    // a [ ]: its std::vector
-constexpr std::size_t kObjectBytes = chunk(sizeof(json::object_t));  // a { }: its std::map
-constexpr std::size_t kStringBytes = chunk(sizeof(json::string_t));  // a string value
-// A member: a std::map node (colour and three links, then the key and the value).
-constexpr std::size_t kMemberBytes = chunk(sizeof(int*) * 4 + sizeof(json::object_t::value_type));
-constexpr std::size_t kInlineString = 15;  // libstdc++ keeps a string this short in place
-// Strings decode copies out of the review: uid, kind, group, version, operation, namespace,
-// name, and the object's name and generateName.
-constexpr std::size_t kDecodeCopies = 9;
-// The parser's own: its stack of open values (up to kMaxJsonDepth), and an error's fixed text.
-constexpr std::size_t kParserBytes = 4096;
-
-constexpr std::size_t string_heap(std::size_t length) {
-  return length > kInlineString ? chunk(length + 1) : 0;
-}
-
-// scan_json: one pass that counts what json::parse will build. Every object, array, member and
-// string costs its chunks; an array its buffer at the capacity doubling leaves it; a string over
-// kInlineString its copy of the bytes (escapes only shorten it). Beyond what stays built:
-// - while parsing, the lexer's two buffers (each up to twice the longest stretch of text it
-//   holds: it keeps every byte from one string or number to the next) and the largest of one
-//   array growing (its old buffer), an error message quoting that stretch, or the partial value
-//   freed on an error;
-// - after it, decode's copies and destroying the value, which stacks the children of a path.
-// Text that is not JSON stops the parser at its first error, before which the scan counted
-// exactly what was built, so the estimate stays an upper bound.
-class JsonScanner {
- public:
-  JsonScanner(std::string_view text, int max_depth) : text_(text), max_depth_(max_depth) {}
-
-  JsonScan run() {
-    for (i_ = 0; i_ < text_.size(); ++i_) {
-      if (!step(text_[i_])) {
-        return {depth_, 0};
-      }
-    }
-    while (depth_ > 0) {
-      close();
-    }
-    stretch(text_.size());
-    return {deepest_, total()};
-  }
-
- private:
-  struct Level {
-    bool array = false;
-    bool empty = true;
-    std::size_t commas = 0;
-    std::size_t widest_path = 0;  // the most children along one path below this level
-  };
-
-  bool step(char c) {
-    switch (c) {
+// The deepest nesting of arrays and objects in `text`, strings skipped (a quote ends a string
+// after an even number of backslashes); stops one past max_depth.
+int json_depth(std::string_view text, int max_depth) {
+  int depth = 0;
+  int deepest = 0;
+  for (std::size_t i = 0; i < text.size() && deepest <= max_depth; ++i) {
+    switch (text[i]) {
       case '"':
-        string();
+        while (++i < text.size() && text[i] != '"') {
+          if (text[i] == '\\') {
+            ++i;  // the escaped byte
+          }
+        }
         break;
-      case '{':
       case '[':
-        return open(c == '[');
-      case '}':
+      case '{':
+        deepest = std::max(deepest, ++depth);
+        break;
       case ']':
-        if (depth_ > 0) {
-          close();
-        }
+      case '}':
+        depth -= depth > 0 ? 1 : 0;
         break;
-      case ',':
-        if (depth_ > 0) {
-          ++top().commas;
-        }
-        break;
-      case ':':
-        break;
-      case ' ':
-      case '\t':
-      case '\n':
-      case '\r':
-        in_scalar_ = false;
-        return true;
       default:
-        scalar(c);
-        return true;
-    }
-    last_ = c;
-    in_scalar_ = false;
-    return true;
-  }
-
-  Level& top() { return levels_[static_cast<std::size_t>(depth_ - 1)]; }
-
-  void value() {
-    if (depth_ > 0) {
-      top().empty = false;
-    }
-  }
-
-  // The lexer keeps the bytes from one string or number to the next.
-  void stretch(std::size_t at) {
-    longest_stretch_ = std::max(longest_stretch_, at - stretch_start_);
-    stretch_start_ = at;
-  }
-
-  // From the opening quote at i_ to the closing one: the first '"' after an even number of
-  // backslashes (an odd number escapes it).
-  void string() {
-    stretch(i_);
-    std::size_t start = i_;
-    std::size_t from = i_ + 1;
-    for (;;) {
-      std::size_t quote = text_.find('"', from);
-      if (quote == std::string_view::npos) {
-        i_ = text_.size();
         break;
-      }
-      std::size_t backslashes = 0;
-      while (quote - backslashes > start + 1 && text_[quote - backslashes - 1] == '\\') {
-        ++backslashes;
-      }
-      if (backslashes % 2 == 0) {
-        i_ = quote;
-        break;
-      }
-      from = quote + 1;
-    }
-    std::size_t length = i_ - start - 1;
-    longest_string_ = std::max(longest_string_, length);
-    bool key = depth_ > 0 && !top().array && (last_ == '{' || last_ == ',');
-    dom_ += (key ? kMemberBytes : kStringBytes) + string_heap(length);
-    value();
-  }
-
-  void scalar(char c) {
-    if (!in_scalar_) {
-      value();
-      if (c == '-' || (c >= '0' && c <= '9')) {
-        stretch(i_);
-      }
-    }
-    in_scalar_ = true;
-  }
-
-  bool open(bool array) {
-    value();
-    if (++depth_ > max_depth_) {
-      return false;
-    }
-    deepest_ = std::max(deepest_, depth_);
-    top() = Level{array};
-    dom_ += array ? kArrayBytes : kObjectBytes;
-    last_ = array ? '[' : '{';
-    in_scalar_ = false;
-    return true;
-  }
-
-  void close() {
-    const Level& level = top();
-    std::size_t children = level.commas + (level.empty ? 0 : 1);
-    if (level.array && children > 0) {
-      std::size_t capacity = std::bit_ceil(children);
-      dom_ += chunk(capacity * kSlotBytes);
-      growing_ = std::max(growing_, chunk(capacity / 2 * kSlotBytes));
-    }
-    // Destroying a value stacks its children, then a popped child's own: at most `path` at once,
-    // in a vector reserved for the first ones and doubled past them.
-    std::size_t path = children + level.widest_path;
-    std::size_t stack = path == children ? chunk(children * kSlotBytes)
-                                         : chunk(2 * path * kSlotBytes) + chunk(path * kSlotBytes);
-    destroying_ = std::max(destroying_, children > 0 ? stack : 0);
-    --depth_;
-    if (depth_ > 0) {
-      top().widest_path = std::max(top().widest_path, path);
     }
   }
+  return deepest;
+}
 
-  std::size_t total() const {
-    std::size_t lexer = longest_stretch_ + 16;
-    std::size_t parsing = 4 * lexer + std::max({growing_, 8 * lexer, destroying_});
-    std::size_t after =
-        std::min(text_.size(), kDecodeCopies * chunk(longest_string_ + 1)) + destroying_;
-    // Reusing freed memory, malloc may hand out a chunk a little larger than asked (up to 16
-    // bytes, when the rest would be too small to keep); a 32nd more covers far more than the
-    // 0.01% measured on a used heap.
-    return dom_ + dom_ / 32 + std::max(parsing, after) + kParserBytes;
+// Empties `value` children first, so that destroying it allocates nothing: nlohmann::json's own
+// destructor moves a container's children onto a heap stack first, up to 16 bytes for each
+// value of the text, more than parse_memory_bound leaves when the text is mostly small values.
+// Recursion is bounded by the depth decode accepts.
+void release_tree(json& value) noexcept {
+  if (value.is_array()) {
+    for (json& child : value) {
+      release_tree(child);
+    }
+    value.get_ref<json::array_t&>().clear();
+  } else if (value.is_object()) {
+    for (auto& member : value.get_ref<json::object_t&>()) {
+      release_tree(member.second);
+    }
+    value.get_ref<json::object_t&>().clear();
   }
+  value = nullptr;
+}
 
-  std::string_view text_;
-  int max_depth_;
-  std::size_t i_ = 0;
-  int depth_ = 0;
-  int deepest_ = 0;
-  std::array<Level, kMaxJsonDepth> levels_{};
-  char last_ = 0;  // the last structural character or '"'
-  bool in_scalar_ = false;
-  std::size_t dom_ = 0;
-  std::size_t growing_ = 0;
-  std::size_t destroying_ = 0;
-  std::size_t stretch_start_ = 0;
-  std::size_t longest_stretch_ = 0;
-  std::size_t longest_string_ = 0;
+// Releases a value as release_tree does when it goes out of scope.
+struct ReleasedTree {
+  json& value;
+  explicit ReleasedTree(json& v) : value(v) {}
+  ReleasedTree(const ReleasedTree&) = delete;
+  ReleasedTree& operator=(const ReleasedTree&) = delete;
+  ~ReleasedTree() { release_tree(value); }
 };
+
+// `body` parsed as nlohmann's json::parse does; discarded when the text is not JSON. What it
+// built is released before an exception (a HeapLimit's std::bad_alloc) leaves.
+json parse_json(std::string_view body) {
+  json value;
+  try {
+    nlohmann::detail::json_sax_dom_parser<json> builder(value, /*allow_exceptions_=*/false);
+    if (json::sax_parse(body, &builder) && !builder.is_errored()) {
+      return value;
+    }
+  } catch (...) {
+    release_tree(value);
+    throw;
+  }
+  release_tree(value);
+  value = json::value_t::discarded;
+  return value;
+}
 
 // The review parsed as JSON, with its envelope (apiVersion, kind, request) checked.
 webhook::Result<json> parse_review(std::string_view body) {
   if (body.empty()) {
     return malformed("empty request body; expected an admission.k8s.io/v1 AdmissionReview");
   }
-  JsonScan scan = scan_json(body);
-  if (scan.depth > kMaxJsonDepth) {
+  if (json_depth(body, kMaxJsonDepth) > kMaxJsonDepth) {
     return too_deep(kMaxJsonDepth).with_reason(podpatch::reasons::kMalformedRequest);
   }
-  if (scan.parse_bytes > parse_memory_bound(body.size())) {
-    return too_costly(scan.parse_bytes, body.size());
-  }
-  json review = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  json review = parse_json(body);
+  ReleasedTree released{review};
   if (review.is_discarded()) {
     return malformed(
         "request body is not valid JSON; expected an admission.k8s.io/v1 AdmissionReview");
@@ -388,20 +237,24 @@ webhook::Result<json> parse_review(std::string_view body) {
 
 }  // namespace
 
-JsonScan scan_json(std::string_view text, int max_depth) {
-  return JsonScanner(text, std::min(max_depth, kMaxJsonDepth)).run();
-}
-
 webhook::Status check_json_depth(std::string_view text, int max_depth) {
   int limit = std::min(max_depth, kMaxJsonDepth);
-  if (scan_json(text, limit).depth > limit) {
+  if (json_depth(text, limit) > limit) {
     return too_deep(limit);
   }
   return {};
 }
 
-webhook::Result<Request> decode(std::string_view body) {
+Request::~Request() {
+  release_tree(object);
+  release_tree(old_object);
+}
+
+namespace {
+
+webhook::Result<Request> decode_review(std::string_view body) {
   ASSIGN_OR_RETURN(json review, parse_review(body));
+  ReleasedTree released{review};
   json& request = review["request"];
   const json* gvk = member(request, "kind");
   const json* dry = member(request, "dryRun");
@@ -425,6 +278,20 @@ webhook::Result<Request> decode(std::string_view body) {
     r.old_object = std::move(*old);
   }
   return r;
+}
+
+}  // namespace
+
+webhook::Result<Request> decode(std::string_view body) {
+  webhook::HeapLimit limit(parse_memory_bound(body.size()));
+  try {
+    return decode_review(body);
+  } catch (const std::bad_alloc&) {
+    if (!limit.refused()) {
+      throw;
+    }
+  }
+  return too_costly(body.size());
 }
 
 std::string request_uid(std::string_view text) {

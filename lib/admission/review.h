@@ -25,17 +25,16 @@ using json = nlohmann::json;
 // and recursion over unbounded depth (diff, dump) would exhaust the stack.
 inline constexpr int kMaxJsonDepth = 100;
 
-// The heap one review may take to decode: decode refuses, before parsing, a body whose JSON
-// scan_json estimates at more than parse_memory_bound(body size) (reason json_too_costly, 413).
-// The estimate is conservative, so whatever decode accepts or refuses allocates at most that many
-// bytes, counted as the allocator holds them: json::parse, the fields decode copies, and
-// destroying the parsed value; request_uid stays below it as well (nlohmann::json 3.11 on
-// libstdc++, 64-bit; each allocation counted at the larger of glibc's malloc chunk and jemalloc's
-// size class, the server's allocator; test/unit/parse_memory counts every allocation under each
-// to check the estimate and the bound). A server can charge each
-// request its body plus this bound against a memory budget. Genuine reviews (a Pod or RayCluster
-// as the API server sends it) take 3-9 bytes per body byte, the costliest accepted ones up to 15;
-// a body of tiny values such as [{},{},...] would take about 39 (33 under jemalloc), and is refused.
+// The heap one review may take to decode: decode parses under a webhook::HeapLimit of
+// parse_memory_bound(body size) (base/memory/heap_limit.h), which refuses the first allocation
+// that would take it past the bound; decode then answers with reason json_too_costly (413). So
+// whatever decode accepts or refuses holds at most that many bytes, counted as the allocator holds
+// them: json::parse, the fields decode copies, and destroying the result (Request's destructor
+// empties containers children first, which allocates nothing); request_uid stays below it as
+// well. test/unit/parse_memory counts every allocation, under glibc's malloc and jemalloc, to
+// check it. A server can charge each request its body plus this bound against a memory budget.
+// Genuine reviews (a Pod or RayCluster as the API server sends it) take 3-9 bytes per body byte;
+// a body of tiny values such as [{},{},...] would take about 39, and is refused.
 inline constexpr std::size_t kParseMemoryPerBodyByte = 16;
 // What the bound allows whatever the size: the parser's stacks, the text of an error, and the
 // values of a body too short to be a threat (a 5-byte [1,2] takes 16 bytes per byte already).
@@ -136,14 +135,24 @@ struct Request {
   // The AdmissionReview's bytes as received, an upper bound of request.object's JSON (docs/spec.md
   // M8.3); 0 for a request built in memory, whose object is then measured.
   std::size_t body_bytes = 0;
+
+  Request() = default;
+  Request(const Request&) = default;
+  Request(Request&&) noexcept = default;
+  Request& operator=(const Request&) = default;
+  Request& operator=(Request&&) noexcept = default;
+  // Empties object and old_object children first, so that destroying them allocates nothing
+  // (nlohmann::json's destructor stacks the children of a container on the heap, which for a
+  // body of small values would take more than parse_memory_bound leaves).
+  ~Request();
 };
 
 // Parses an AdmissionReview. Fails with reason malformed_request and a message saying what is
 // wrong and what is expected on an empty body, bytes that are not JSON, nesting deeper than
 // kMaxJsonDepth (ResourceExhausted), a JSON that is not an admission.k8s.io/v1 AdmissionReview,
 // or one without `request`, `request.uid` (of at most kMaxUidBytes), `request.kind` or
-// `request.operation`; with reason json_too_costly (ResourceExhausted) on a body that would take
-// more than parse_memory_bound(body.size()) bytes to parse.
+// `request.operation`; with reason json_too_costly (ResourceExhausted) on a body that takes more
+// than parse_memory_bound(body.size()) bytes to parse (the parse stops there).
 webhook::Result<Request> decode(std::string_view body);
 
 // The largest body decode_for_mutation reads with simdjson (a worker Pod's review is 4-8 KB as
@@ -170,19 +179,9 @@ webhook::Result<Request> decode_for_mutation(std::string_view body);
 // the request it answers. "" when none can be read, or when it is longer than kMaxUidBytes.
 std::string request_uid(std::string_view text);
 
-// What parsing JSON text with nlohmann::json would cost, read in one pass over the bytes without
-// parsing or allocating (strings are skipped, other syntax errors are left to the parser).
-struct JsonScan {
-  int depth = 0;  // the deepest nesting of arrays and objects; the scan stops past max_depth
-  // An upper bound of the heap bytes (malloc chunks) that json::parse of the text, decode's
-  // copies and destroying the result take at their peak; meaningless when depth > max_depth.
-  std::size_t parse_bytes = 0;
-};
-// `max_depth` above kMaxJsonDepth counts as kMaxJsonDepth.
-JsonScan scan_json(std::string_view text, int max_depth = kMaxJsonDepth);
-
 // Refuses JSON text nested deeper than `max_depth` (arrays and objects; at most kMaxJsonDepth),
-// with scan_json. ResourceExhausted naming the depth; other syntax errors are left to the parser.
+// by a scan of the bytes that skips strings. ResourceExhausted naming the depth; other syntax errors
+// are left to the parser.
 webhook::Status check_json_depth(std::string_view text, int max_depth);
 
 struct Response {

@@ -351,7 +351,8 @@ const std::vector<Place>& cluster_places() {
 }
 
 bool decode_accepts(const std::string& body) {
-  return admission::scan_json(body).parse_bytes <= admission::parse_memory_bound(body.size());
+  webhook::Result<admission::Request> r = admission::decode(body);
+  return r || r.error().reason != podpatch::reasons::kJsonTooCostly;
 }
 
 // `base` with `make(n)` at `place`, for the most n <= `most` that decode accepts.

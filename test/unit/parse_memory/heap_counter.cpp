@@ -9,6 +9,8 @@
 #include <new>
 #include <sstream>
 
+#include "base/memory/heap_limit.h"
+
 namespace {
 
 std::size_t live_bytes = 0;
@@ -27,11 +29,15 @@ std::size_t held(void* p) {
 }
 #endif
 
+// These replace base/memory/heap_limit.cpp's allocation functions (theirs are weak), so they tell
+// the thread's HeapLimit of each allocation as those do; the counts here are this file's own.
 void* counted_new(std::size_t n) {
+  webhook::HeapLimit::before_allocate(n);
   void* p = std::malloc(n == 0 ? 1 : n);
   if (p == nullptr) {
     throw std::bad_alloc();
   }
+  webhook::HeapLimit::allocated(p);
   live_bytes += held(p);
   peak_bytes = std::max(peak_bytes, live_bytes);
   return p;
@@ -39,6 +45,7 @@ void* counted_new(std::size_t n) {
 
 void counted_delete(void* p) noexcept {
   if (p != nullptr) {
+    webhook::HeapLimit::freed(p);
     live_bytes -= held(p);
     std::free(p);
   }

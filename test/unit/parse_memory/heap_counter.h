@@ -12,8 +12,8 @@
 namespace heap {
 
 // True when the counter counts glibc's malloc chunks; false when this executable is linked with
-// jemalloc, the server's allocator, whose size classes round differently. scan_json's estimate
-// and every bound must hold under both.
+// jemalloc, the server's allocator, whose size classes round differently. Every bound must hold
+// under both.
 #if defined(HEAP_COUNTER_JEMALLOC)
 inline constexpr bool kGlibcChunks = false;
 #else

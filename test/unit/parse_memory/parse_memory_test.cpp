@@ -1,10 +1,10 @@
 // The memory bound of admission::decode (lib/admission/review.h, parse_memory_bound), measured
-// rather than taken from the estimate under test: heap_counter.cpp replaces the global operator
-// new and delete to count the bytes every allocation holds (its malloc chunk), and these cases
-// check that decoding a review, destroying what it returned included, never holds more than the
-// bound, and never more than scan_json's estimate, for genuine reviews, for the costliest shapes
-// decode still accepts, and for shapes it refuses. admission_memory_test.cpp measures the whole
-// admission (kAdmissionMemoryPerBodyByte).
+// apart from the HeapLimit that keeps it: heap_counter.cpp replaces the global operator new and
+// delete to count the bytes every allocation holds (its malloc chunk), and these cases check that
+// decoding a review, destroying what it returned included, never holds more than the bound, for
+// genuine reviews, for the costliest shapes decode still accepts, and for shapes it refuses, which
+// plain json::parse would take more than the bound to hold. admission_memory_test.cpp measures
+// the whole admission (kAdmissionMemoryPerBodyByte).
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
@@ -64,21 +64,18 @@ Measured measure(const std::string& body) {
 // Checks the bound on one body; returns real bytes per body byte when decode accepted it.
 double check_bound(const std::string& name, const std::string& body) {
   Measured m = measure(body);
-  std::size_t estimate = admission::scan_json(body).parse_bytes;
   std::size_t bound = admission::parse_memory_bound(body.size());
-  CAPTURE(name, body.size(), m.accepted, m.reason, m.decode, m.parse, m.uid, m.fast, estimate,
-          bound);
-  CHECK(m.decode <= estimate);  // the estimate holds whatever the outcome, under either allocator,
-  CHECK(m.fast <= estimate);    // for the server's fast path too
-  CHECK(m.parse <= estimate);   // even for the parse that decode refused to run
-  CHECK(m.uid <= bound);        // a refusal still reads the uid
+  CAPTURE(name, body.size(), m.accepted, m.reason, m.decode, m.parse, m.uid, m.fast, bound);
+  CHECK(m.decode <= bound);  // whatever the outcome, under either allocator,
+  CHECK(m.fast <= bound);    // for the server's fast path too
+  CHECK(m.uid <= bound);     // a refusal still reads the uid
   if (m.accepted) {
-    CHECK(m.decode <= bound);
-    CHECK(m.fast <= bound);
     return static_cast<double>(m.decode) / static_cast<double>(body.size());
   }
   if (m.reason == "json_too_costly") {
-    CHECK(m.decode <= admission::kParseMemoryFixedBytes);  // refused before parsing
+    // Refused for what parsing it would really hold: the limit's margin for an allocation's
+    // rounding refuses at most a quarter of the largest one early.
+    CHECK(m.parse > bound * 3 / 4);
   }
   return 0;
 }
@@ -113,8 +110,7 @@ TEST_CASE("genuine reviews decode within the bound, far below it", "[parse_memor
   CHECK(worst < 0.75 * static_cast<double>(admission::kParseMemoryPerBodyByte));
 }
 
-TEST_CASE("costly shapes hold at most the estimate, and the bound when accepted",
-          "[parse_memory]") {
+TEST_CASE("costly shapes hold at most the bound, accepted or refused", "[parse_memory]") {
   for (const auto& [name, make] : shapes()) {
     for (std::size_t n : {std::size_t{1000}, std::size_t{65537}}) {
       std::string x = make(n);
@@ -125,7 +121,7 @@ TEST_CASE("costly shapes hold at most the estimate, and the bound when accepted"
   }
 }
 
-TEST_CASE("small and deep bodies hold at most the estimate", "[parse_memory]") {
+TEST_CASE("small and deep bodies hold at most the bound", "[parse_memory]") {
   // Where the parser's own stacks and an error's text, not the values, are most of the cost.
   std::string arrays = std::string(100, '[') + std::string(100, ']');
   std::string objects;
@@ -145,8 +141,8 @@ TEST_CASE("small and deep bodies hold at most the estimate", "[parse_memory]") {
 }
 
 TEST_CASE("the costliest reviews decode accepts stay within the bound", "[parse_memory]") {
-  // For each shape, the most items a genuine Pod review can carry and still be accepted: the
-  // estimate is then just under the bound.
+  // For each shape, the most items a genuine Pod review can carry and still be accepted: what
+  // decode holds is then just under the bound.
   std::string pod =
       json::parse(read_text(FIXTURE_DIR "/admission/v6e-16-apiserver-defaulted.json")).dump();
   std::string spec_key = R"("spec":{)";
@@ -174,12 +170,17 @@ TEST_CASE("the costliest reviews decode accepts stay within the bound", "[parse_
     double ratio = check_bound(name + " x" + std::to_string(lo) + " in a Pod", body);
     worst = std::max(worst, ratio);
     if (lo < (std::size_t{1} << 16)) {
-      webhook::Result<admission::Request> more = admission::decode(with(lo + 1));
+      // A few items more are refused. (Right at the bound the answer can change with the heap's
+      // state: a reused chunk may be 16 bytes larger than a fresh one.)
+      std::size_t n = lo + 1 + lo / 50;
+      webhook::Result<admission::Request> more = admission::decode(with(n));
+      CAPTURE(name, lo, n);
       REQUIRE_FALSE(more);
       CHECK(more.error().reason == "json_too_costly");
     }
   }
-  // The search reached reviews near the bound (13.8 bytes per byte measured), so the checks
+  // The search reached reviews at the bound (15.0 bytes per body byte measured under glibc, 16.2
+  // under jemalloc, with the 8 KiB the bound adds to a Pod of about 6 KB), so the checks
   // above tested it rather than cheap bodies.
   CHECK(worst > 0.6 * static_cast<double>(admission::kParseMemoryPerBodyByte));
 }
