@@ -61,9 +61,10 @@ void HeapLimit::freed(void* p) noexcept {
 }  // namespace webhook
 
 // The process's allocation functions: malloc and free, the thread's HeapLimit told of each. Weak,
-// so that a test's own replacement (which tells the HeapLimit as well) takes their place. The
-// array, nothrow and sized forms of libstdc++ call these; over-aligned allocations are not
-// counted (nothing under a HeapLimit makes them).
+// so that a test's own replacement (which tells the HeapLimit as well) takes their place. Every
+// form that a sanitizer's runtime also defines is replaced, so that nothing allocated by one
+// side is freed by the other; over-aligned allocations are left to the runtime and not counted
+// (nothing under a HeapLimit makes them).
 namespace {
 
 void* allocate(std::size_t n) {
@@ -81,6 +82,14 @@ void release(void* p) noexcept {
   std::free(p);
 }
 
+void* allocate_or_null(std::size_t n) noexcept {
+  try {
+    return allocate(n);
+  } catch (const std::bad_alloc&) {
+    return nullptr;
+  }
+}
+
 }  // namespace
 
 [[gnu::weak]] void* operator new(std::size_t n) { return allocate(n); }
@@ -89,3 +98,13 @@ void release(void* p) noexcept {
 [[gnu::weak]] void operator delete[](void* p) noexcept { release(p); }
 [[gnu::weak]] void operator delete(void* p, std::size_t /*size*/) noexcept { release(p); }
 [[gnu::weak]] void operator delete[](void* p, std::size_t /*size*/) noexcept { release(p); }
+[[gnu::weak]] void* operator new(std::size_t n, const std::nothrow_t& /*tag*/) noexcept {
+  return allocate_or_null(n);
+}
+[[gnu::weak]] void* operator new[](std::size_t n, const std::nothrow_t& /*tag*/) noexcept {
+  return allocate_or_null(n);
+}
+[[gnu::weak]] void operator delete(void* p, const std::nothrow_t& /*tag*/) noexcept { release(p); }
+[[gnu::weak]] void operator delete[](void* p, const std::nothrow_t& /*tag*/) noexcept {
+  release(p);
+}

@@ -1,5 +1,6 @@
 #pragma once
-// A ceiling on the heap one thread may take for one piece of work (docs/server.md "Memory").
+// A ceiling on the heap one thread may take for one piece of work (docs/server.md "Connections
+// and limits": the in-flight budget charges each request a fixed factor of its body).
 //
 //   webhook::HeapLimit limit(admission::parse_memory_bound(body.size()));
 //   try {

@@ -59,6 +59,18 @@ void operator delete(void* p) noexcept { counted_delete(p); }
 void operator delete[](void* p) noexcept { counted_delete(p); }
 void operator delete(void* p, std::size_t /*size*/) noexcept { counted_delete(p); }
 void operator delete[](void* p, std::size_t /*size*/) noexcept { counted_delete(p); }
+void* operator new(std::size_t n, const std::nothrow_t& /*tag*/) noexcept {
+  try {
+    return counted_new(n);
+  } catch (const std::bad_alloc&) {
+    return nullptr;
+  }
+}
+void* operator new[](std::size_t n, const std::nothrow_t& tag) noexcept {
+  return operator new(n, tag);
+}
+void operator delete(void* p, const std::nothrow_t& /*tag*/) noexcept { counted_delete(p); }
+void operator delete[](void* p, const std::nothrow_t& /*tag*/) noexcept { counted_delete(p); }
 
 namespace heap {
 
