@@ -157,8 +157,8 @@ webhook::Result<Request> decode(std::string_view body);
 
 // The largest body decode_for_mutation reads with simdjson (a worker Pod's review is 4-8 KB as
 // kube-apiserver sends it); a larger one goes to decode(). Each thread that decodes keeps a
-// parser whose buffers grow to the largest body it read, about 14 bytes per body byte: at most
-// about 230 KiB per thread, a fixed cost of the process rather than of a request.
+// parser whose buffers it takes on its first review for a body this large, about 14 bytes per
+// body byte: about 230 KiB per thread, a fixed cost of the process rather than of a request.
 inline constexpr std::size_t kFastDecodeMaxBytes = std::size_t{16} << 10;
 
 // decode() for POST /mutate, the server's hot path: the review is read with simdjson, and of
@@ -169,9 +169,10 @@ inline constexpr std::size_t kFastDecodeMaxBytes = std::size_t{16} << 10;
 // .limits, and env, where a valueFrom is kept only as `true` and an entry of a variable the
 // webhook neither reads nor writes is only podpatch::elided_env_entry()), at their own paths,
 // so the Handler's answer is the same as for decode()'s whole object (test/unit/admission checks
-// it on every fixture and the odd-Pod corpus). request.oldObject is not read. Anything else (a
-// body that decode() refuses, one larger than kFastDecodeMaxBytes, JSON simdjson does not take)
-// is decode()'s, with its answers.
+// it on every fixture and the odd-Pod corpus). request.oldObject is not read. What it builds is
+// held to parse_memory_bound by a HeapLimit as decode() is. Anything else (a body that decode()
+// refuses, one larger than kFastDecodeMaxBytes, JSON simdjson does not take, fields that would
+// pass the bound) is decode()'s, with its answers.
 webhook::Result<Request> decode_for_mutation(std::string_view body);
 
 // request.uid of an AdmissionReview read from the start of `text` without parsing the rest:

@@ -28,12 +28,12 @@ struct Measured {
   std::size_t decode = 0;  // admission::decode and destroying its result
   std::size_t parse = 0;   // json::parse of the whole body and destroying the value
   std::size_t uid = 0;     // admission::request_uid
-  std::size_t fast = 0;    // admission::decode_for_mutation, its thread's parser grown already
+  std::size_t fast = 0;    // admission::decode_for_mutation, its thread's parser made already
 };
 
-// decode_for_mutation keeps a simdjson parser per thread, whose buffers grow to the largest body
-// it read (at most kFastDecodeMaxBytes): a fixed cost of the thread, not of a request, so it is
-// grown before measuring.
+// decode_for_mutation keeps a simdjson parser per thread, whose buffers it takes on first use for
+// its largest body (kFastDecodeMaxBytes): a fixed cost of the thread, not of a request, so it is
+// made before measuring.
 void grow_fast_parser() {
   static const bool grown = [] {
     std::string big = R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","x":")" +
