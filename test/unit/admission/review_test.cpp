@@ -110,8 +110,10 @@ std::string members(const std::string& value, std::size_t n) {
 
 }  // namespace
 
-TEST_CASE("decode refuses, with json_too_costly, a review of tiny values too costly to parse",
-          "[admission][bounds]") {
+TEST_CASE(
+    "decode refuses, with json_too_costly, a review of tiny values too costly to parse (server.md "
+    "Denial reasons)",
+    "[admission][bounds]") {
   auto [name, x] = GENERATE_COPY(table<std::string, std::string>({
       {"[{}] x 200000", repeated("{}", 200000)},
       {"[[]] x 200000", repeated("[]", 200000)},
@@ -132,7 +134,8 @@ TEST_CASE("decode refuses, with json_too_costly, a review of tiny values too cos
   CHECK(admission::request_uid(body) == "u-1");  // the refusal still names its request
 }
 
-TEST_CASE("the cost message gives the bound in MiB", "[admission][bounds]") {
+TEST_CASE("the cost message gives the bound in MiB (server.md Denial reasons)",
+          "[admission][bounds]") {
   // 2.4 million empty objects: the shape of a 6.9 MiB review that would take 229 MB to parse; the
   // parse stops at 16 times its size.
   webhook::Result<admission::Request> d =
@@ -143,7 +146,8 @@ TEST_CASE("the cost message gives the bound in MiB", "[admission][bounds]") {
                                                "MiB of memory to parse, .*"));
 }
 
-TEST_CASE("decode accepts costly shapes that stay under the bound", "[admission][bounds]") {
+TEST_CASE("decode accepts costly shapes that stay under the bound (server.md Denial reasons)",
+          "[admission][bounds]") {
   // Under the bound of 16 heap bytes per body byte, as test/unit/parse_memory measures them.
   auto [name, x] = GENERATE_COPY(table<std::string, std::string>({
       {"[[0,0,0,0,0,0,0,0]] x 65536", repeated("[0,0,0,0,0,0,0,0]", 65536)},

@@ -1,5 +1,7 @@
 // webhook::HeapLimit (lib/base/memory/heap_limit.h) through the process's operator new that
-// heap_limit.cpp provides: what it refuses, what it counts, and what it leaves alone.
+// heap_limit.cpp provides: what it refuses, what it counts, and what it leaves alone. It is what
+// keeps decoding within its share of the in-flight memory budget (docs/security.md "The in-flight
+// memory budget").
 #include "base/memory/heap_limit.h"
 
 #include <catch2/catch.hpp>
@@ -20,8 +22,10 @@ std::unique_ptr<char[]> take(std::size_t n) {
 
 }  // namespace
 
-TEST_CASE("HeapLimit refuses the allocation that would pass its ceiling, before making it",
-          "[heap_limit]") {
+TEST_CASE(
+    "HeapLimit refuses the allocation that would pass its ceiling, before making it (security.md "
+    "in-flight budget)",
+    "[heap_limit]") {
   webhook::HeapLimit limit(100000);
   std::unique_ptr<char[]> first = take(60000);
   CHECK_FALSE(limit.refused());
@@ -32,8 +36,10 @@ TEST_CASE("HeapLimit refuses the allocation that would pass its ceiling, before 
   CHECK(limit.peak() < 100000);  // the refused one was never made
 }
 
-TEST_CASE("HeapLimit subtracts what is freed, so the ceiling bounds what is held at once",
-          "[heap_limit]") {
+TEST_CASE(
+    "HeapLimit subtracts what is freed, so the ceiling bounds what is held at once (security.md "
+    "in-flight budget)",
+    "[heap_limit]") {
   webhook::HeapLimit limit(100000);
   for (int i = 0; i < 50; ++i) {
     std::unique_ptr<char[]> p = take(40000);  // 2 MB in all, 40 KB at a time
@@ -43,8 +49,10 @@ TEST_CASE("HeapLimit subtracts what is freed, so the ceiling bounds what is held
   CHECK(limit.peak() < 60000);
 }
 
-TEST_CASE("after one refusal HeapLimit counts but refuses no more, so unwinding can allocate",
-          "[heap_limit]") {
+TEST_CASE(
+    "after one refusal HeapLimit counts but refuses no more, so unwinding can allocate "
+    "(security.md in-flight budget)",
+    "[heap_limit]") {
   webhook::HeapLimit limit(1000);
   CHECK_THROWS_AS(take(4000), std::bad_alloc);
   REQUIRE(limit.refused());
@@ -52,7 +60,9 @@ TEST_CASE("after one refusal HeapLimit counts but refuses no more, so unwinding 
   CHECK(limit.peak() >= 4000);
 }
 
-TEST_CASE("HeapLimit counts only its own thread, and nothing once it ends", "[heap_limit]") {
+TEST_CASE(
+    "HeapLimit counts only its own thread, and nothing once it ends (security.md in-flight budget)",
+    "[heap_limit]") {
   {
     webhook::HeapLimit limit(1000);
     std::thread other([] { std::unique_ptr<char[]> p = take(1 << 20); });
@@ -63,8 +73,10 @@ TEST_CASE("HeapLimit counts only its own thread, and nothing once it ends", "[he
   CHECK(unlimited != nullptr);
 }
 
-TEST_CASE("containers and strings are counted through the array, sized and nothrow forms",
-          "[heap_limit]") {
+TEST_CASE(
+    "containers and strings are counted through the array, sized and nothrow forms (security.md "
+    "in-flight budget)",
+    "[heap_limit]") {
   webhook::HeapLimit limit(1 << 20);
   {
     std::vector<std::string> v(100, std::string(1000, 'x'));  // 100 KB of strings and a vector
