@@ -56,23 +56,23 @@ std::string status_json(int code, std::string_view message) {
   return webhook::dump_json(status);
 }
 
-// A refusal the transport found (HttpRequestView's too_large, busy, timed_out), on any path.
+// A refusal the transport found (HttpRequestView::refused), on any path.
 webhook::Status AdmissionService::check_transport_refusal(const HttpRequestView& request) const {
   using webhook::ErrorCode;
   namespace reasons = podpatch::reasons;
-  if (request.too_large) {
+  if (request.refused == Refused::kTooLarge) {
     return webhook::Error{ErrorCode::kResourceExhausted,
                           "request body is larger than " + std::to_string(max_body_bytes_) +
                               " bytes (" + body_limit_why_ + ")",
                           reasons::kBodyTooLarge};
   }
-  if (request.busy) {
+  if (request.refused == Refused::kBusy) {
     return webhook::Error{ErrorCode::kUnavailable,
                           "the webhook is busy with other large requests (its in-flight memory "
                           "budget, three quarters of --memory-limit, stayed full); retry",
                           reasons::kServerBusy};
   }
-  if (request.timed_out) {
+  if (request.refused == Refused::kTimedOut) {
     return webhook::Error{ErrorCode::kDeadlineExceeded, std::string(kReadTimeoutMessage),
                           reasons::kRequestTimeout};
   }
@@ -133,7 +133,7 @@ HttpReply AdmissionService::admit(Webhook webhook, const HttpRequestView& http) 
   record(webhook, x, Clock::now() - start);
 
   HttpReply reply;
-  reply.close = http.too_large || http.timed_out || http.busy;
+  reply.close = http.refused != Refused::kNo;
   reply.metric_code = x.response.allowed ? 200 : x.response.code;
   reply.allow_post_header =
       !envelope && envelope.error().code == webhook::ErrorCode::kMethodNotAllowed;
@@ -148,7 +148,7 @@ HttpReply AdmissionService::admit(Webhook webhook, const HttpRequestView& http) 
 
 HttpReply AdmissionService::other(const HttpRequestView& request) const {
   HttpReply reply;
-  reply.close = request.too_large || request.timed_out || request.busy;
+  reply.close = request.refused != Refused::kNo;
   if (webhook::Status refused = check_transport_refusal(request); !refused) {
     reply.status = webhook::http_code(refused.error().code);
     reply.body = status_json(reply.status, refused.error().message);

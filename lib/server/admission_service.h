@@ -40,7 +40,7 @@ class AdmissionService {
   // `webhook` is kMutate or kValidate: the path the transport routed.
   HttpReply admit(Webhook webhook, const HttpRequestView& request) const;
   // Any other path: GET / answers "kuberay-tpu-webhook", anything else is 404; a refusal the
-  // transport found (too_large, busy, timed_out) is a metav1 Status of its own code (413, 503,
+  // transport found (HttpRequestView::refused) is a metav1 Status of its own code (413, 503,
   // 408), never an answer to the path.
   HttpReply other(const HttpRequestView& request) const;
   std::size_t max_body_bytes() const { return max_body_bytes_; }

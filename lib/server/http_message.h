@@ -8,16 +8,22 @@
 
 namespace server {
 
+// A refusal the transport found before a request was whole, which the route words
+// (HttpServerOptions::refuse); the connection closes after its answer.
+enum class Refused {
+  kNo,
+  kTooLarge,  // the body is longer than max_body_bytes (declared or read)
+  kTimedOut,  // not whole when --read-timeout passed
+  kBusy,      // the in-flight memory budget stayed full until the deadline
+};
+
 struct HttpRequestView {
   std::string_view method;
   std::string_view path;
   std::string_view content_type;
-  // The body as read: whole, or its first bytes when too_large, timed_out or busy (a refusal
-  // the transport found, HttpServerOptions::refuse; the connection closes after it).
+  // The body as read: whole, or its first bytes when refused.
   std::string_view body;
-  bool too_large = false;  // longer than max_body_bytes (declared or read)
-  bool timed_out = false;  // not whole when --read-timeout passed
-  bool busy = false;       // the in-flight memory budget stayed full until the deadline
+  Refused refused = Refused::kNo;
 };
 
 struct HttpReply {

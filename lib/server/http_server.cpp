@@ -112,20 +112,13 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
   asio::awaitable<bool> read_body();
   asio::awaitable<bool> ended_early(Io io);
   asio::awaitable<HttpReply> handle();
-  // A refusal the connection answers before it closes. One of a route's kinds is worded by
-  // `refuse` once the head names the route (HttpRequestView's flag of the same name).
-  // (Passed to refuse() as a named value: GCC 12 destroys a temporary argument of a coroutine
-  // twice.)
-  enum class RouteRefusal {
-    kNone,
-    kTooLarge,  // the declared or chunked body is over max_body_bytes
-    kTimedOut,  // the deadline passed before the request was whole
-    kBusy,      // the deadline passed before the budget had room
-  };
+  // A refusal the connection answers before it closes. One a route words (`route` set) is
+  // worded by `refuse` once the head names the route. (Passed to refuse() as a named value:
+  // GCC 12 destroys a temporary argument of a coroutine twice.)
   struct Refusal {
     int status = 400;
     std::string message;
-    RouteRefusal route = RouteRefusal::kNone;
+    Refused route = Refused::kNo;
   };
   asio::awaitable<bool> refuse(Refusal r);
   // Closes after the answer when why_ names a reason to.
@@ -253,11 +246,9 @@ bool HttpServer::Connection::begin_request() {
 
 asio::awaitable<bool> HttpServer::Connection::read_head() {
   parser_.reset();
-  if (!in_.empty()) {  // pipelined: this request's first bytes are here already
-    if (!begin_request()) {
-      co_return false;
-    }
-    in_.erase(0, parser_.feed(in_));
+  // Pipelined, this request's first bytes are here already: it begins now.
+  if (!in_.empty() && !begin_request()) {
+    co_return false;
   }
   co_return co_await read_while(http1::State::kHead);
 }
@@ -266,9 +257,8 @@ asio::awaitable<bool> HttpServer::Connection::read_head() {
 // deadline cut a request short, else a quiet close.
 asio::awaitable<bool> HttpServer::Connection::ended_early(Io io) {
   if (stream_.expired() && in_request()) {
-    Refusal late{.status = 408,
-                 .message = std::string(kReadTimeoutMessage),
-                 .route = RouteRefusal::kTimedOut};
+    Refusal late{
+        .status = 408, .message = std::string(kReadTimeoutMessage), .route = Refused::kTimedOut};
     co_return co_await refuse(std::move(late));
   }
   if (!why_.empty()) {
@@ -303,7 +293,7 @@ asio::awaitable<bool> HttpServer::Connection::take_budget() {
                              std::to_string(budget->capacity() >> 20) +
                              " MiB (three quarters of --memory-limit); send a smaller body or "
                              "raise --memory-limit",
-                  .route = RouteRefusal::kTooLarge};
+                  .route = Refused::kTooLarge};
     co_return co_await refuse(std::move(never));
   }
   bool counted = budget->try_acquire(charge);
@@ -315,7 +305,7 @@ asio::awaitable<bool> HttpServer::Connection::take_budget() {
                  .message =
                      "the in-flight memory budget stayed full until --read-timeout "
                      "passed; retry",
-                 .route = RouteRefusal::kBusy};
+                 .route = Refused::kBusy};
     co_return co_await refuse(std::move(busy));
   }
   charged_ = charge;
@@ -339,15 +329,16 @@ asio::awaitable<bool> HttpServer::Connection::read_body() {
     }
   }
   parser_.reserve_body();
-  if (!in_.empty()) {
-    in_.erase(0, parser_.feed(in_));
-  }
   co_return co_await read_while(http1::State::kBody);
 }
 
-// Reads until the parser leaves `phase`: false when the connection ended early or the request was
-// malformed (each answered as it must be), true when the phase is complete.
+// Feeds the parser what is already read, then reads until it leaves `phase`: false when the
+// connection ended early or the request was malformed (each answered as it must be), true when
+// the phase is complete.
 asio::awaitable<bool> HttpServer::Connection::read_while(http1::State phase) {
+  if (!in_.empty()) {
+    in_.erase(0, parser_.feed(in_));
+  }
   while (parser_.state() == phase) {
     Io io = co_await read_into_parser();
     if (io != Io::kOk) {
@@ -356,10 +347,9 @@ asio::awaitable<bool> HttpServer::Connection::read_while(http1::State phase) {
   }
   if (parser_.state() == http1::State::kError) {  // a body over the limit names its route
     const http1::ParseError& e = parser_.error();
-    Refusal malformed{
-        .status = e.status,
-        .message = e.message,
-        .route = parser_.head().body_too_large ? RouteRefusal::kTooLarge : RouteRefusal::kNone};
+    Refusal malformed{.status = e.status,
+                      .message = e.message,
+                      .route = parser_.head().body_too_large ? Refused::kTooLarge : Refused::kNo};
     co_return co_await refuse(std::move(malformed));
   }
   co_return true;
@@ -408,7 +398,7 @@ asio::awaitable<bool> HttpServer::Connection::refuse(Refusal r) {
   if (o_.on_request) {
     o_.on_request(h.path);
   }
-  bool routed = r.route != RouteRefusal::kNone && !h.path.empty() &&
+  bool routed = r.route != Refused::kNo && !h.path.empty() &&
                 parser_.state() != http1::State::kHead && o_.refuse;
   std::optional<HttpReply> worded;
   if (routed) {
@@ -417,9 +407,7 @@ asio::awaitable<bool> HttpServer::Connection::refuse(Refusal r) {
     if (v.body.empty()) {
       v.body = prefix;
     }
-    v.too_large = r.route == RouteRefusal::kTooLarge;
-    v.timed_out = r.route == RouteRefusal::kTimedOut;
-    v.busy = r.route == RouteRefusal::kBusy;
+    v.refused = r.route;
     try {
       worded = o_.refuse(v);
     } catch (const std::exception&) {

@@ -36,10 +36,10 @@
 //
 // Refusals (413, 408, 503 and the parser's) are answered by the connection where they are found:
 // `refuse` words those that belong to a route (a body too large, cut by the deadline, or left
-// without budget: the view's too_large, timed_out or busy is set and its body is the first bytes
-// read), the transport the rest (a metav1 Status, status_json). Every response the server writes
-// is reported to on_response after its last byte is written, with the time from the request
-// being read whole (or its refusal being found) to its answer being ready: the wait for the
+// without budget: the view's `refused` says which, and its body is the first bytes read), the
+// transport the rest (a metav1 Status, status_json). Every response the server writes is
+// reported to on_response after its last byte is written, with the time from the request being
+// read whole (or its refusal being found) to its answer being ready: the wait for the
 // handler pool and the handler, not the network.
 
 #include <openssl/ssl.h>
@@ -80,7 +80,7 @@ struct HttpServerOptions {
   std::size_t parse_bytes_per_body_byte = 0;
   // Answers a complete request, on the handler pool.
   std::function<HttpReply(const HttpRequestView&)> handler;
-  // Words a refusal that names a route (too_large, timed_out or busy set; see above), on the
+  // Words a refusal that names a route (the view's `refused` set; see above), on the
   // connection's I/O thread: it must not block. Null: a metav1 Status of the refusal's code.
   std::function<HttpReply(const HttpRequestView&)> refuse;
   std::function<void()> on_connection_open;

@@ -35,7 +35,7 @@ struct Fixture {
   }
   server::HttpReply post(std::string_view path, std::string_view body,
                          std::string_view content_type = "application/json") {
-    return serve({"POST", path, content_type, body, false, false});
+    return serve({"POST", path, content_type, body});
   }
   // The transport's routes: /mutate and /validate to admit(), every other path to other().
   server::HttpReply serve(const server::HttpRequestView& request) {
@@ -196,7 +196,7 @@ TEST_CASE(
   std::vector<Case> cases = {
       {"wrong method", {"PUT", "/mutate", "application/json", good}, 405, "method PUT", false},
       {"too large",
-       {"POST", "/mutate", "application/json", truncated, true, false},
+       {"POST", "/mutate", "application/json", truncated, server::Refused::kTooLarge},
        413,
        "larger than 65536 bytes",
        true},
@@ -205,7 +205,7 @@ TEST_CASE(
         .path = "/mutate",
         .content_type = "application/json",
         .body = truncated,
-        .timed_out = true},
+        .refused = server::Refused::kTimedOut},
        408,
        "--read-timeout",
        true},
@@ -250,15 +250,15 @@ TEST_CASE("envelope failures without a uid are HTTP errors with one line of JSON
   Fixture f;
   check_status(f.serve({"GET", "/mutate", "", ""}), 405, "method GET");
   CHECK(f.serve({"GET", "/mutate", "", ""}).allow_post_header);
-  check_status(f.serve({"POST", "/mutate", "application/json", "xxxx", true, false}), 413,
-               "larger than");
+  check_status(f.serve({"POST", "/mutate", "application/json", "xxxx", server::Refused::kTooLarge}),
+               413, "larger than");
   check_status(f.post("/mutate", "not json", "text/plain"), 415, "expected application/json");
   check_status(f.post("/mutate", ""), 400, "empty request body");
   check_status(f.serve({.method = "POST",
                         .path = "/validate",
                         .content_type = "application/json",
                         .body = "{\"api",
-                        .timed_out = true}),
+                        .refused = server::Refused::kTimedOut}),
                408, "--read-timeout");
   check_status(f.post("/mutate", "{\"a\":"), 400, "not valid JSON");
   check_status(f.post("/mutate", "[1,2]"), 400, "not an AdmissionReview");
@@ -289,15 +289,21 @@ TEST_CASE("a refusal the transport found keeps its code on any other path (Envel
   Fixture f;
   // The uid is readable, but no other path answers with a review: always a metav1 Status.
   std::string body = kUidPrefix + R"("kind":{"group":"","vers)";
-  server::HttpRequestView too_large{"GET", "/", "", body, true, false};
+  server::HttpRequestView too_large{"GET", "/", "", body, server::Refused::kTooLarge};
   server::HttpReply r = f.serve(too_large);
   check_status(r, 413, "larger than 65536 bytes");
   CHECK(r.close);
-  server::HttpRequestView busy{
-      .method = "POST", .path = "/nope", .content_type = "", .body = body, .busy = true};
+  server::HttpRequestView busy{.method = "POST",
+                               .path = "/nope",
+                               .content_type = "",
+                               .body = body,
+                               .refused = server::Refused::kBusy};
   check_status(f.serve(busy), 503, "in-flight memory budget");
-  server::HttpRequestView late{
-      .method = "GET", .path = "/", .content_type = "", .body = "", .timed_out = true};
+  server::HttpRequestView late{.method = "GET",
+                               .path = "/",
+                               .content_type = "",
+                               .body = "",
+                               .refused = server::Refused::kTimedOut};
   r = f.serve(late);
   check_status(r, 408, "--read-timeout");
   CHECK(r.close);

@@ -110,6 +110,21 @@ int count(const std::string& text, const std::string& what) {
   return n;
 }
 
+// How the test handler names a refusal in its answer.
+std::string refusal_name(server::Refused r) {
+  switch (r) {
+    case server::Refused::kTooLarge:
+      return " too_large";
+    case server::Refused::kTimedOut:
+      return " timed_out";
+    case server::Refused::kBusy:
+      return " busy";
+    case server::Refused::kNo:
+      break;
+  }
+  return "";
+}
+
 std::string post(const std::string& path, const std::string& body, const std::string& extra = "") {
   return "POST " + path + " HTTP/1.1\r\nHost: t\r\nContent-Type: text/plain\r\n" + extra +
          "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
@@ -125,9 +140,8 @@ struct TestServer {
         server::HttpReply reply;
         reply.content_type = "text/plain";
         reply.body = std::string(r.method) + " " + std::string(r.path) + " " +
-                     std::to_string(r.body.size()) + (r.too_large ? " too_large" : "") +
-                     (r.timed_out ? " timed_out" : "") + (r.busy ? " busy" : "");
-        if (r.too_large || r.timed_out || r.busy) {
+                     std::to_string(r.body.size()) + refusal_name(r.refused);
+        if (r.refused != server::Refused::kNo) {
           reply.close = true;
         }
         return reply;
@@ -453,7 +467,8 @@ TEST_CASE("requests over the in-flight budget wait for room, then are served", "
     gate.arrive();
     gate.pass();
     server::HttpReply reply;
-    reply.body = std::to_string(r.body.size()) + (r.busy ? " busy" : "");
+    reply.body =
+        std::to_string(r.body.size()) + (r.refused == server::Refused::kBusy ? " busy" : "");
     return reply;
   };
   TestServer s(std::move(o));
