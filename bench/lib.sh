@@ -7,6 +7,15 @@
 
 die() { echo "bench: $*" >&2; exit 1; }
 
+# The allocator BINARY links: "jemalloc" or "glibc malloc". (ldd's whole output is read first:
+# `ldd | grep -q` under pipefail fails at random, when grep quits before ldd has written all.)
+allocator_of() {
+  case "$(ldd "$1" 2>/dev/null || true)" in
+    *libjemalloc*) echo "jemalloc" ;;
+    *) echo "glibc malloc" ;;
+  esac
+}
+
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }

@@ -100,8 +100,7 @@ for f in "$WEBHOOK" "$MAKE_REVIEW" "$ALLOC_HOOK"; do
     die "$f is not built (cmake --build $BUILD --target kuberay-tpu-webhook make-review alloc-count)"
 done
 BUILD_TYPE="$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$BUILD/CMakeCache.txt" 2>/dev/null || true)"
-ALLOCATOR="glibc malloc"
-ldd "$WEBHOOK" 2>/dev/null | grep -q libjemalloc && ALLOCATOR="jemalloc"
+ALLOCATOR="$(allocator_of "$WEBHOOK")"
 
 bench_certificate
 "$MAKE_REVIEW" --worker 3 --uid bench-uid \

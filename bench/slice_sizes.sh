@@ -123,8 +123,7 @@ NON200=$((NON200 + $(webhook_non200)))
 stop_webhook
 
 BUILD_TYPE="$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$BUILD/CMakeCache.txt" 2>/dev/null || true)"
-ALLOCATOR="glibc malloc"
-ldd "$WEBHOOK" 2>/dev/null | grep -q libjemalloc && ALLOCATOR="jemalloc"
+ALLOCATOR="$(allocator_of "$WEBHOOK")"
 printf '%s\n' "${REVIEWS[@]}" > "$WORK/reviews.txt"
 python3 - "$WORK" "$NON200" "$STARTED" "$LOADAVG_BEFORE" "$(nproc)" "${BUILD_TYPE:-?}" \
   "$ALLOCATOR" "$DURATION" "$ALLOC_DURATION" <<'PY'
