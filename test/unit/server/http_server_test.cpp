@@ -49,16 +49,19 @@ class Socket {
   Socket& operator=(const Socket&) = delete;
 
   bool connected() const { return connected_; }
-  void send(const std::string& bytes) const {
+  // False when the connection failed before every byte was sent.
+  bool send(const std::string& bytes) const {
     std::size_t off = 0;
     while (off < bytes.size()) {
       ssize_t n = ::send(fd_, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
       if (n <= 0) {
-        return;
+        return false;
       }
       off += static_cast<std::size_t>(n);
     }
+    return true;
   }
+  void shutdown_send() const { ::shutdown(fd_, SHUT_WR); }
   // Everything until the server closes (or the receive timeout passes).
   std::string read_all() const {
     std::string out;
@@ -433,6 +436,27 @@ TEST_CASE("a body over the limit is refused from its length, without 100 Continu
   CHECK(ok.read_response() == "HTTP/1.1 100 Continue\r\n\r\n");
   ok.send("abc");
   CHECK_THAT(ok.read_response(), Catch::EndsWith("POST /small 3"));
+}
+
+// docs/server.md "Connections and limits": the lingering close.
+TEST_CASE("after refusing a body unread, the server reads what the client still sends, then closes",
+          "[transport]") {
+  TestServer s(small());
+  Socket c(s.port);
+  c.send("POST /big HTTP/1.1\r\nHost: t\r\nContent-Length: 2000000\r\n\r\n");
+  CHECK_THAT(c.read_response(),
+             Catch::Contains("POST /big 0 too_large") && Catch::Contains("Connection: close"));
+  // The client goes on sending the body it announced, as clients do that write before they read.
+  // A server that closed at once would answer these bytes with a reset (the send or the read
+  // below fails); one that lingers discards them and closes once the client has finished.
+  const std::string chunk(16 << 10, 'x');
+  bool sent = true;
+  for (int i = 0; i < 16 && sent; ++i) {
+    sent = c.send(chunk);
+  }
+  CHECK(sent);
+  c.shutdown_send();
+  CHECK(c.closed_by_server());
 }
 
 TEST_CASE("a refusal whose wording throws is still answered, and the connection ends cleanly",
