@@ -310,19 +310,22 @@ webhook::Result<ExecConfig> read_exec(const YAML::Node& exec, const std::filesys
 webhook::Status read_user(const YAML::Node& user, const YAML::Node& cluster,
                           const std::filesystem::path& dir, const std::string& user_where,
                           const KubeconfigOptions& options, ClusterConfig& config) {
+  // What a caller that runs no plugin (the webhook server) can use instead of one.
+  constexpr std::string_view kStaticCredentials =
+      "use a token (for example one from `kubectl create token SERVICE-ACCOUNT`, or a service "
+      "account's), tokenFile or client certificate, or run in the cluster";
   if (YAML::Node provider = user["auth-provider"]; provider) {
     std::string name = provider.IsMap() ? scalar(provider, "name") : "";
-    return webhook::invalid_argument(user_where + ": auth-provider " +
-                                     webhook::quote(name.empty() ? "(unnamed)" : name) +
-                                     " is not supported; " + auth_provider_advice(name));
+    return webhook::invalid_argument(
+        user_where + ": auth-provider " + webhook::quote(name.empty() ? "(unnamed)" : name) +
+        " is not supported; " +
+        (options.allow_exec ? auth_provider_advice(name) : std::string(kStaticCredentials)));
   }
   if (YAML::Node exec = user["exec"]; exec) {
     if (!options.allow_exec) {
-      return webhook::invalid_argument(
-          user_where +
-          ": exec credential plugins are not supported; use a token (for example one from "
-          "`kubectl create token SERVICE-ACCOUNT`, or a service account's), tokenFile or client "
-          "certificate, or run in the cluster");
+      return webhook::invalid_argument(user_where +
+                                       ": exec credential plugins are not supported; " +
+                                       std::string(kStaticCredentials));
     }
     if (!exec.IsMap()) {
       return webhook::invalid_argument(user_where + ": exec is not a mapping");

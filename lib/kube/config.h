@@ -12,8 +12,9 @@
 // `insecure-skip-tls-verify: true` is refused, since the webhook hands out TPU slots from what
 // the API tells it. `http://` is accepted only for loopback hosts (kubectl proxy, tests).
 // exec credential plugins (kube/exec_credential.h) are read for kubectl-tpu_slice only
-// (KubeconfigOptions::allow_exec); auth-provider users are refused with a message naming the exec
-// plugin or token that replaces them (kubectl 1.26 removed the gcp and azure providers).
+// (KubeconfigOptions::allow_exec); auth-provider users are refused with a message naming what
+// replaces them: with allow_exec the exec plugin or token (kubectl 1.26 removed the gcp and azure
+// providers), without it, as an exec user is, a token, tokenFile or client certificate.
 
 #include <chrono>
 #include <ctime>

@@ -391,6 +391,22 @@ TEST_CASE("kubeconfig: auth-provider users are refused, naming what replaces eac
   CHECK(c.error().message.find('\n') == std::string::npos);
 }
 
+// docs/legacy-placement.md "API access": the server runs no plugin, so it does not advise one.
+TEST_CASE(
+    "kubeconfig: without exec plugins, an auth-provider user is told what the caller can use") {
+  TempDir dir;
+  dir.write("ca.pem", "CA");
+  std::string path = dir.write(
+      "config", kubeconfig("    server: https://10.0.0.1\n    certificate-authority: ca.pem\n",
+                           "    auth-provider:\n      name: gcp\n"));
+  webhook::Result<kube::ClusterConfig> c = kube::kubeconfig_config(path);
+  REQUIRE_FALSE(c.has_value());
+  CHECK_THAT(c.error().message,
+             Catch::Contains("auth-provider \"gcp\" is not supported; use a token") &&
+                 Catch::Contains("tokenFile or client certificate, or run in the cluster") &&
+                 !Catch::Contains("gke-gcloud-auth-plugin") && !Catch::Contains("exec user"));
+}
+
 TEST_CASE("kubeconfig: an exec section is checked as client-go checks it") {
   auto [exec, why] = GENERATE(table<std::string, std::string>({
       {"      command: p\n", "exec.apiVersion is not set"},
