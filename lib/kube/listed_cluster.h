@@ -23,9 +23,15 @@
 
 namespace kube {
 
-// Feeds `sink` the objects of `kind` ("Pod", "Node", "Service") among `objects`, in order, as one
-// complete list: list_begin, listed for each, list_end.
-void list_objects(Sink& sink, std::span<const nlohmann::json> objects, std::string_view kind);
+// Whether `object`'s labels satisfy `selector`: `key=value` and `key` (the label exists) terms
+// joined by commas, the part of kubectl -l's syntax the server's watches use (kPodSelector...).
+// An empty selector selects every object.
+bool selected(const nlohmann::json& object, std::string_view selector);
+
+// Feeds `sink` the objects of `kind` ("Pod", "Node", "Service") among `objects` that `selector`
+// selects, in order, as one complete list: list_begin, listed for each, list_end.
+void list_objects(Sink& sink, std::span<const nlohmann::json> objects, std::string_view kind,
+                  std::string_view selector = {});
 
 class ListedCluster {
  public:
@@ -33,8 +39,10 @@ class ListedCluster {
   ListedCluster(const ListedCluster&) = delete;
   ListedCluster& operator=(const ListedCluster&) = delete;
 
-  // Replaces the Pods, Nodes and Services with those among `objects` (other kinds are skipped).
-  // Slots reserved by earlier placements stay until the registry shows a Pod on them.
+  // Replaces the Pods, Nodes and Services with those among `objects` that the server's watches
+  // select (kPodSelector, kNodeSelector, kServiceSelector; other objects are skipped), so that
+  // an object the server would never see counts for nothing here either. Slots reserved by
+  // earlier placements stay until the registry shows a Pod on them.
   void list(std::span<const nlohmann::json> objects);
 
   podpatch::SlotAllocator& pods() { return pods_; }

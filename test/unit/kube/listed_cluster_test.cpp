@@ -53,6 +53,45 @@ TEST_CASE("ListedCluster: only Pods holding a slot take one (M3.3)") {
   CHECK(cluster.pods().place(kKey, 4, false)->host == 1);
 }
 
+// docs/legacy-placement.md "What the webhook watches": the dry run sees what the server's watches
+// select, so an object the server would never see cannot change its answer.
+TEST_CASE("ListedCluster: what the server's watches do not select holds nothing (M3.3)") {
+  json not_kuberays = admitted_pod(0, 0, "a");
+  not_kuberays["metadata"]["labels"].erase("app.kubernetes.io/created-by");
+  json head = admitted_pod(0, 1, "b");
+  head["metadata"]["labels"]["ray.io/node-type"] = "head";
+  json worker = admitted_pod(0, 2, "c");
+  kube::ListedCluster cluster;
+  cluster.list(std::vector<json>{
+      not_kuberays,
+      head,
+      worker,
+      node("plain", {{"pool", "a"}}),
+      node("tpu", {{"cloud.google.com/gke-tpu-accelerator", "tpu-v6e-slice"}}),
+      {{"kind", "Service"}, {"metadata", {{"name", "svc"}, {"namespace", "default"}}}}});
+  std::vector<podpatch::Holder> holders = cluster.registry().holders(kKey);
+  REQUIRE(holders.size() == 1);
+  CHECK(holders[0].pod == "c");
+  CHECK(*cluster.pods().place(kKey, 4, false) == Slot{0, 0});  // hosts 0 and 1 are free
+  REQUIRE(cluster.nodes().nodes_matching({}).has_value());
+  CHECK(cluster.nodes().nodes_matching({})->size() == 1);
+}
+
+TEST_CASE("selected: every term must hold, key=value by value and key by presence") {
+  json o = {{"metadata", {{"labels", {{"a", "1"}, {"b", ""}}}}}};
+  CHECK(kube::selected(o, ""));
+  CHECK(kube::selected(o, "a=1"));
+  CHECK(kube::selected(o, "a"));
+  CHECK(kube::selected(o, "b"));
+  CHECK(kube::selected(o, "b="));
+  CHECK(kube::selected(o, "a=1,b"));
+  CHECK_FALSE(kube::selected(o, "a=2"));
+  CHECK_FALSE(kube::selected(o, "c"));
+  CHECK_FALSE(kube::selected(o, "a=1,c"));
+  CHECK_FALSE(kube::selected(json{{"kind", "Pod"}}, "a"));
+  CHECK(kube::selected(json{{"kind", "Pod"}}, ""));
+}
+
 TEST_CASE("ListedCluster before any list(): listed and empty, no Pods, Nodes or Services") {
   kube::ListedCluster cluster;
   CHECK(cluster.registry().synced());
