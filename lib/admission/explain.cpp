@@ -21,8 +21,9 @@ std::string_view path_story(podpatch::PlacementPath path) {
     case podpatch::PlacementPath::kAlreadyPlaced:
       return "kept from the Pod's own replicaIndex label and TPU_WORKER_ID (already placed)";
     case podpatch::PlacementPath::kLegacy:
-      return "chosen from the group's existing Pods: lowest replica with a free host, then the "
-             "lowest free host (legacy placement, M3.3)";
+      return "chosen from the group's existing Pods: the lowest replica in use with a free host "
+             "(else the lowest replica not in use), then its lowest free host (legacy placement, "
+             "M3.3)";
   }
   return "";
 }

@@ -49,8 +49,8 @@ struct PlaceRequest {
 class SlotAllocator {
  public:
   virtual ~SlotAllocator() = default;
-  // Chooses the slot for a new Pod by docs/spec.md M3.3 (lowest replica with a free host, then the
-  // lowest free host) and, unless `dry_run`, reserves it so the next call sees it taken.
+  // Chooses the slot for a new Pod by docs/spec.md M3.3 (the lowest replica in use with a free
+  // host, else the lowest replica not in use; then its lowest free host) and, unless `dry_run`, reserves it so the next call sees it taken.
   // Atomic: concurrent calls never get the same slot. AlreadyExists when two existing Pods hold
   // one slot of the group (the message names them); Unavailable when the allocator does not know
   // the cluster's Pods (yet) or cannot record the reservation — retrying may succeed.

@@ -768,6 +768,31 @@ TEST_CASE("M3: the replicaIndex label is added only when the plan says so", "[po
   CHECK(r.mutated["metadata"]["labels"]["ray.io/cluster"] == "c");
 }
 
+TEST_CASE("M5.5: TPU_NAME is the worker group and the Pod's replica, <g>-<r>",
+          "[podpatch][mutate]") {
+  auto [replica, want] = GENERATE(table<int, std::string>({{0, "g-0"}, {3, "g-3"}, {12, "g-12"}}));
+  Outcome r = run("m55-tpu-name-" + std::to_string(replica),
+                  one_container("tpu-v6e-slice", "4x4", 4), at(replica, 1));
+  CHECK(r.entry("TPU_NAME") == json{{"name", "TPU_NAME"}, {"value", want}});
+}
+
+TEST_CASE(
+    "M5.6: the device plugin is reached at the node's IP, from the downward API, on "
+    "--device-plugin-port",
+    "[podpatch][mutate]") {
+  const json host_ip = json::parse(
+      R"({"name": "TPU_DEVICE_PLUGIN_HOST_IP",
+          "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "status.hostIP"}}})");
+  Outcome r = run("m56-default", one_container("tpu-v6e-slice", "4x4", 4), at(0, 0));
+  CHECK(r.entry("TPU_DEVICE_PLUGIN_HOST_IP") == host_ip);
+  CHECK(r.value("TPU_DEVICE_PLUGIN_ADDR") == "$(TPU_DEVICE_PLUGIN_HOST_IP):2112");
+  Options o = at(0, 0);
+  o.ports.device_plugin = 2999;
+  Outcome other = run("m56-port", one_container("tpu-v6e-slice", "2x4", 8), o);
+  CHECK(other.entry("TPU_DEVICE_PLUGIN_HOST_IP") == host_ip);
+  CHECK(other.value("TPU_DEVICE_PLUGIN_ADDR") == "$(TPU_DEVICE_PLUGIN_HOST_IP):2999");
+}
+
 TEST_CASE("M5: custom port bases", "[podpatch][mutate]") {
   json pod = one_container("tpu7x", "2x2x2", 4,
                            json::parse(R"([{"name": "MEGASCALE_NUM_SLICES", "value": "2"}])"));

@@ -141,6 +141,23 @@ TEST_CASE("Terms/chips per host: request, else limit; numbers or strings", "[pod
   CHECK(view->tpu_containers().size() == (chips > 0 ? 1u : 0u));
 }
 
+TEST_CASE("Terms/TPU container: a google.com/tpu other than zero, requested or limited",
+          "[podpatch][pod_view]") {
+  auto [resources, tpu] = GENERATE(table<std::string, bool>({
+      {R"({"requests": {"google.com/tpu": "0"}, "limits": {"google.com/tpu": "4"}})", true},
+      {R"({"requests": {"google.com/tpu": 1}})", true},
+      {R"({"limits": {"google.com/tpu": "4"}})", true},
+      {R"({"requests": {"google.com/tpu": "0"}, "limits": {"google.com/tpu": "0"}})", false},
+      {R"({"requests": {"nvidia.com/gpu": "4"}, "limits": {"cpu": "4"}})", false},
+      {R"({})", false},
+  }));
+  CAPTURE(resources);
+  webhook::Result<PodView> view = PodView::create(pod_with_resources(json::parse(resources)));
+  REQUIRE(view.has_value());
+  CHECK(view->is_tpu_pod() == tpu);  // a TPU Pod: at least one TPU container
+  CHECK(view->tpu_containers().size() == (tpu ? 1u : 0u));
+}
+
 TEST_CASE("Terms/chips per host: the sum over TPU containers, in container order",
           "[podpatch][pod_view]") {
   json pod = json::parse(R"({"spec": {"containers": [
