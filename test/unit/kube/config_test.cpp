@@ -391,7 +391,8 @@ TEST_CASE("kubeconfig: auth-provider users are refused, naming what replaces eac
   CHECK(c.error().message.find('\n') == std::string::npos);
 }
 
-// docs/legacy-placement.md "API access": the server runs no plugin, so it does not advise one.
+// docs/legacy-placement.md "Connecting to the API": the server runs no plugin, so it does not
+// advise one.
 TEST_CASE(
     "kubeconfig: without exec plugins, an auth-provider user is told what the caller can use") {
   TempDir dir;
