@@ -60,7 +60,6 @@ struct HttpServer::Impl {
   void admit(Tcp::socket socket);
   bool evict_oldest_idle();
   int open_connections() const;
-  void connection_ended();
 
   HttpServer& server;
   std::vector<std::unique_ptr<asio::io_context>> loops;
@@ -71,8 +70,6 @@ struct HttpServer::Impl {
 
   mutable std::mutex mu;
   std::list<Connection*> open;  // not closed or evicted, oldest first
-  int live = 0;                 // coroutines still running, evicted ones included
-  bool finished = false;
 };
 
 // One connection, read top to bottom in run(). Everything but try_evict(), idle() and
@@ -103,11 +100,9 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
   std::list<Connection*>::iterator place;
 
  private:
-  asio::awaitable<Io> read_into_parser();
   bool begin_request();
   asio::awaitable<bool> read_while(http1::State phase);
   asio::awaitable<bool> exchange();
-  asio::awaitable<bool> read_head();
   asio::awaitable<bool> take_budget();
   asio::awaitable<bool> read_body();
   asio::awaitable<bool> ended_early(Io io);
@@ -163,7 +158,11 @@ asio::awaitable<void> HttpServer::Connection::run(std::shared_ptr<Connection> se
 
 // accept -> handshake -> { head -> budget -> body -> handler -> answer } -> close.
 asio::awaitable<bool> HttpServer::Connection::exchange() {
-  if (!co_await read_head()) {
+  parser_.reset();
+  if (!in_.empty() && !begin_request()) {  // pipelined: this request's first bytes are here
+    co_return false;
+  }
+  if (!co_await read_while(http1::State::kHead)) {
     co_return false;
   }
   if (!co_await take_budget()) {
@@ -217,21 +216,6 @@ void HttpServer::Connection::feed(std::string_view data) {
   }
 }
 
-// Reads what the socket has (waiting for it within the deadline) and feeds the parser. The first
-// byte of a request starts its deadline and makes the connection busy (no longer evictable).
-asio::awaitable<Io> HttpServer::Connection::read_into_parser() {
-  std::size_t got = 0;
-  Io io = co_await stream_.read_some(scratch(), kReadChunk, got);
-  if (io != Io::kOk) {
-    co_return io;
-  }
-  if (!in_request() && !begin_request()) {
-    co_return Io::kError;
-  }
-  feed(std::string_view(scratch(), got));  // nothing ran on this thread since the read
-  co_return Io::kOk;
-}
-
 // A request's first byte has arrived: the connection is busy (no longer evictable) and the
 // request's deadline starts. False when it was evicted just before.
 bool HttpServer::Connection::begin_request() {
@@ -242,15 +226,6 @@ bool HttpServer::Connection::begin_request() {
   }
   stream_.expires_at(Clock::now() + o_.read_timeout);
   return true;
-}
-
-asio::awaitable<bool> HttpServer::Connection::read_head() {
-  parser_.reset();
-  // Pipelined, this request's first bytes are here already: it begins now.
-  if (!in_.empty() && !begin_request()) {
-    co_return false;
-  }
-  co_return co_await read_while(http1::State::kHead);
 }
 
 // The socket ended, failed or timed out before the request was whole: an answer when the
@@ -332,18 +307,24 @@ asio::awaitable<bool> HttpServer::Connection::read_body() {
   co_return co_await read_while(http1::State::kBody);
 }
 
-// Feeds the parser what is already read, then reads until it leaves `phase`: false when the
-// connection ended early or the request was malformed (each answered as it must be), true when
-// the phase is complete.
+// Feeds the parser what is already read, then reads (waiting within the deadline) until it
+// leaves `phase`: false when the connection ended early or the request was malformed (each
+// answered as it must be), true when the phase is complete. A request's first byte starts its
+// deadline and makes the connection busy (no longer evictable).
 asio::awaitable<bool> HttpServer::Connection::read_while(http1::State phase) {
   if (!in_.empty()) {
     in_.erase(0, parser_.feed(in_));
   }
   while (parser_.state() == phase) {
-    Io io = co_await read_into_parser();
+    std::size_t got = 0;
+    Io io = co_await stream_.read_some(scratch(), kReadChunk, got);
     if (io != Io::kOk) {
       co_return co_await ended_early(io);
     }
+    if (!in_request() && !begin_request()) {
+      co_return false;  // evicted just before: why_ says so
+    }
+    feed(std::string_view(scratch(), got));  // nothing ran on this thread since the read
   }
   if (parser_.state() == http1::State::kError) {  // a body over the limit names its route
     const http1::ParseError& e = parser_.error();
@@ -500,12 +481,10 @@ void HttpServer::Connection::finish() {
     if (state_ != kEvicted) {
       impl.open.erase(place);
     }
-    --impl.live;
   }
   if (o_.on_connection_close) {
     o_.on_connection_close();
   }
-  impl.connection_ended();
 }
 
 // --- The server.
@@ -608,7 +587,6 @@ void HttpServer::Impl::admit(Tcp::socket socket) {
   {
     std::lock_guard<std::mutex> lock(mu);
     c->place = open.insert(open.end(), c.get());
-    ++live;
   }
   if (server.options_.on_connection_open) {
     server.options_.on_connection_open();
@@ -642,6 +620,8 @@ void HttpServer::stop_serving() {
   if (stopping_.exchange(true)) {
     return;
   }
+  // On the accept loop, so that no connection is admitted after its loop was let go: each loop
+  // returns once the coroutines on it (connections, accept loops) have ended.
   asio::post(*impl_->loops[0], [this] {
     for (Tcp::acceptor& a : impl_->acceptors) {
       std::error_code ec;
@@ -651,20 +631,10 @@ void HttpServer::stop_serving() {
     for (Connection* c : impl_->open) {
       asio::post(c->executor(), [keep = c->shared_from_this()] { keep->wake_if_idle(); });
     }
+    for (auto& g : impl_->guards) {
+      g.reset();
+    }
   });
-  impl_->connection_ended();
-}
-
-// Once stopping and the last connection has closed, the event loops may return.
-void HttpServer::Impl::connection_ended() {
-  std::lock_guard<std::mutex> lock(mu);
-  if (!server.stopping_ || live > 0 || finished) {
-    return;
-  }
-  finished = true;
-  for (auto& g : guards) {
-    g.reset();
-  }
 }
 
 }  // namespace server
