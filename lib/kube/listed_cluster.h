@@ -25,7 +25,8 @@ namespace kube {
 
 // Whether `object`'s labels satisfy `selector`: `key=value` and `key` (the label exists) terms
 // joined by commas, the part of kubectl -l's syntax the server's watches use (kPodSelector...).
-// An empty selector selects every object.
+// An empty selector selects every object. (The tests' fake kube-apiserver has its own matcher:
+// it models the API server and shares no code with lib/.)
 bool selected(const nlohmann::json& object, std::string_view selector);
 
 // Feeds `sink` the objects of `kind` ("Pod", "Node", "Service") among `objects` that `selector`

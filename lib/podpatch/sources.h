@@ -50,7 +50,8 @@ class SlotAllocator {
  public:
   virtual ~SlotAllocator() = default;
   // Chooses the slot for a new Pod by docs/spec.md M3.3 (the lowest replica in use with a free
-  // host, else the lowest replica not in use; then its lowest free host) and, unless `dry_run`, reserves it so the next call sees it taken.
+  // host, else the lowest replica not in use; then its lowest free host) and, unless `dry_run`,
+  // reserves it so the next call sees it taken.
   // Atomic: concurrent calls never get the same slot. AlreadyExists when two existing Pods hold
   // one slot of the group (the message names them); Unavailable when the allocator does not know
   // the cluster's Pods (yet) or cannot record the reservation — retrying may succeed.
