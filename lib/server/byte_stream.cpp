@@ -9,20 +9,14 @@
 namespace server {
 
 ByteStream::ByteStream(Tcp::socket socket, SSL_CTX* ctx)
-    : socket_(std::move(socket)), watch_(std::make_shared<Watch>(socket_.get_executor())) {
+    : socket_(std::move(socket)),
+      ctx_(ctx),
+      watch_(std::make_shared<Watch>(socket_.get_executor())) {
   watch_->socket = &socket_;
   std::error_code ec;
   socket_.set_option(Tcp::no_delay(true), ec);
   socket_.native_non_blocking(true, ec);
   ok_ = !ec;
-  if (ok_ && ctx != nullptr) {
-    ssl_ = SSL_new(ctx);
-    ok_ = ssl_ != nullptr && SSL_set_fd(ssl_, socket_.native_handle()) == 1;
-    if (ok_) {
-      SSL_set_accept_state(ssl_);
-    }
-    ERR_clear_error();
-  }
 }
 
 ByteStream::~ByteStream() {
@@ -94,14 +88,15 @@ namespace {
 bool would_block() { return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR; }
 }  // namespace
 
-ByteStream::Step ByteStream::read_step(bool raw, char* buf, std::size_t len, std::size_t& got) {
+ByteStream::Step ByteStream::read_step(bool raw, char* buf, std::size_t len, std::size_t& got,
+                                       int recv_flags) {
   got = 0;
   if (ssl_ != nullptr && !raw) {
     int r = SSL_read(ssl_, buf, static_cast<int>(std::min<std::size_t>(len, 1 << 30)));
     got = r > 0 ? static_cast<std::size_t>(r) : 0;
     return r > 0 ? Step::kOk : ssl_step(r);
   }
-  ssize_t r = ::recv(socket_.native_handle(), buf, len, 0);
+  ssize_t r = ::recv(socket_.native_handle(), buf, len, recv_flags);
   got = r > 0 ? static_cast<std::size_t>(r) : 0;
   if (r >= 0) {
     return r > 0 ? Step::kOk : Step::kEof;
@@ -146,11 +141,28 @@ asio::awaitable<Io> ByteStream::until_done(F step) {
   }
 }
 
+// The TLS session is made once the client's first bytes are there: until then a connection
+// holds no OpenSSL state (about 8 KiB) nor the read buffer a handshake waits with (17 KiB).
 asio::awaitable<bool> ByteStream::handshake() {
-  if (ssl_ == nullptr) {
+  if (ctx_ == nullptr) {
     co_return ok_;
   }
-  Io io = co_await until_done([this] {
+  Io io = co_await until_done([this] {  // tried before waiting: a readiness edge may be past
+    char first = 0;
+    std::size_t got = 0;
+    return read_step(true, &first, 1, got, MSG_PEEK);
+  });
+  if (io != Io::kOk) {
+    co_return false;
+  }
+  ssl_ = SSL_new(ctx_);
+  bool made = ssl_ != nullptr && SSL_set_fd(ssl_, socket_.native_handle()) == 1;
+  ERR_clear_error();
+  if (!made) {
+    co_return false;
+  }
+  SSL_set_accept_state(ssl_);
+  io = co_await until_done([this] {
     int r = SSL_do_handshake(ssl_);
     return r == 1 ? Step::kOk : ssl_step(r);
   });

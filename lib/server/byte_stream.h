@@ -3,7 +3,8 @@
 // written by one coroutine on the socket's event loop. What Beast's tcp_stream (with its expiry)
 // and asio::ssl::stream do together, over OpenSSL directly: OpenSSL reads and writes the socket
 // itself (SSL_set_fd) and, with SSL_MODE_RELEASE_BUFFERS, an idle stream holds no record
-// buffers (docs/architecture.md "The transport" says why not asio::ssl::stream).
+// buffers; one whose client has sent nothing yet holds no TLS session at all
+// (docs/architecture.md "The transport" says why not asio::ssl::stream).
 //
 //   server::ByteStream s(std::move(socket), ssl_ctx);    // ssl_ctx null: plain TCP
 //   s.expires_at(ByteStream::Clock::now() + 10s);        // every wait fails after this
@@ -56,8 +57,8 @@ class ByteStream {
   // need not wait, bytes already there or room to write them, still runs).
   void interrupt();
 
-  // The TLS handshake (plain TCP: nothing to do). False when it failed, expired or was
-  // interrupted.
+  // The TLS handshake (plain TCP: nothing to do), its session made once the client's first bytes
+  // are there. False when it failed, expired or was interrupted.
   asio::awaitable<bool> handshake();
   // Up to `len` bytes into `buf` (`got` of them), waiting for the first.
   asio::awaitable<Io> read_some(char* buf, std::size_t len, std::size_t& got);
@@ -87,14 +88,16 @@ class ByteStream {
   // What one non-blocking step came to: done, or the socket must become readable or writable.
   enum class Step { kOk, kWantRead, kWantWrite, kEof, kError };
   Step ssl_step(int r);
-  Step read_step(bool raw, char* buf, std::size_t len, std::size_t& got);
+  // `raw`: the socket's bytes, past any TLS session; `recv_flags` then go to recv (MSG_PEEK).
+  Step read_step(bool raw, char* buf, std::size_t len, std::size_t& got, int recv_flags = 0);
   Step write_step(std::string_view data, std::size_t& put);
   // Runs a non-blocking step until it no longer asks to wait, waiting for the socket in between.
   template <class F>
   asio::awaitable<Io> until_done(F step);
 
   Tcp::socket socket_;
-  SSL* ssl_ = nullptr;
+  SSL_CTX* ctx_;        // null: plain TCP
+  SSL* ssl_ = nullptr;  // made by handshake()
   bool ok_ = true;
   bool interrupted_ = false;
   std::shared_ptr<Watch> watch_;

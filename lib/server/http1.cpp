@@ -4,6 +4,7 @@
 #include <array>
 #include <cstring>
 #include <limits>
+#include <utility>
 
 namespace server::http1 {
 namespace {
@@ -157,7 +158,12 @@ void write_response_head(std::string& out, const ResponseHead& head, std::time_t
   out += head.close ? "Connection: close\r\n\r\n" : "\r\n";
 }
 
-void RequestParser::reset() { *this = RequestParser(limits_); }
+void RequestParser::reset() {
+  // Swapped with a fresh parser rather than assigned one: a string assigned a short one keeps its
+  // buffer, and a connection kept alive would hold on to its last request's body.
+  RequestParser fresh(limits_);
+  std::swap(*this, fresh);
+}
 
 std::size_t RequestParser::body_remaining() const {
   if (state_ != State::kBody || head_.chunked || !head_.content_length) {

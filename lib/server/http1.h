@@ -83,7 +83,7 @@ class RequestParser {
   // Reserves room for the declared body (the transport calls it once the memory is granted).
   void reserve_body();
 
-  // Forget the request, keep the limits.
+  // Forget the request and free what it took, keep the limits.
   void reset();
 
  private:

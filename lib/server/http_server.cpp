@@ -158,7 +158,6 @@ asio::awaitable<void> HttpServer::Connection::run(std::shared_ptr<Connection> se
 
 // accept -> handshake -> { head -> budget -> body -> handler -> answer } -> close.
 asio::awaitable<bool> HttpServer::Connection::exchange() {
-  parser_.reset();
   if (!in_.empty() && !begin_request()) {  // pipelined: this request's first bytes are here
     co_return false;
   }
@@ -437,6 +436,10 @@ asio::awaitable<bool> HttpServer::Connection::answer(const HttpReply& reply, boo
     }
     co_await linger();
     co_return false;
+  }
+  parser_.reset();  // an idle connection keeps nothing of the request it answered
+  if (in_.empty()) {
+    in_.shrink_to_fit();
   }
   Clock::time_point now = Clock::now();
   idle_since_ = now.time_since_epoch().count();

@@ -551,6 +551,29 @@ TEST_CASE("reserve_body() changes nothing the parser answers", "[http1]") {
   CHECK(p.error().status == 413);
 }
 
+TEST_CASE("reset() frees what the request took: a kept-alive connection holds none of it",
+          "[http1]") {
+  RequestParser p({});
+  std::string body(256 * 1024, 'x');
+  std::string path = "/mutate/" + std::string(200, 'a');  // the query is not kept
+  std::string type = "application/json; x=" + std::string(200, 'b');
+  std::string request = "POST " + path + " HTTP/1.1\r\nHost: h\r\nContent-Type: " + type +
+                        "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n";
+  CHECK(p.feed(request) == request.size());
+  p.reserve_body();
+  CHECK(p.feed(body) == body.size());
+  REQUIRE(p.state() == State::kDone);
+  REQUIRE(p.body().capacity() >= body.size());
+  REQUIRE(p.head().path == path);
+  REQUIRE(p.head().content_type == type);
+
+  p.reset();
+  CHECK(p.state() == State::kHead);
+  CHECK(p.body().capacity() < 64);  // a short string's own bytes, no buffer
+  CHECK(p.head().path.capacity() < 64);
+  CHECK(p.head().content_type.capacity() < 64);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Refusals: each row of the table in lib/server/http1.h (docs/server.md "Framing").
 
