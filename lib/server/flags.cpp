@@ -202,9 +202,12 @@ void add_serving_flags(FlagTable<Flags>& t) {
           "none (1 to 4096; default 64)"))
       .add(int_flag(
           "max-connections", "N", 16, kMaxConnections,
-          [](Flags& f, std::int64_t n) { f.max_connections = static_cast<int>(n); },
-          "open connections per port; at the cap the oldest idle one is closed "
-          "(16 to 1048576; default 4096)"))
+          [](Flags& f, std::int64_t n) {
+            f.max_connections = static_cast<int>(n);
+            f.max_connections_given = true;
+          },
+          "open connections per port, at most what an eighth of --memory-limit holds; at the cap "
+          "the oldest idle one is closed (16 to 1048576; default 4096)"))
       .add(int_flag(
           "max-header-bytes", "N", 1024, kMaxHeaderBytes,
           [](Flags& f, std::int64_t n) { f.max_header_bytes = static_cast<std::size_t>(n); },

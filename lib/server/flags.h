@@ -76,6 +76,7 @@ struct Flags {
   std::chrono::milliseconds shutdown_timeout{15'000};
   int threads = 64;
   int max_connections = 4096;  // per listening port
+  bool max_connections_given = false;
   std::size_t max_header_bytes = 16384;
   // Bytes; 0: the container's cgroup memory limit, else kDefaultMemoryLimit.
   std::uint64_t memory_limit = 0;

@@ -56,6 +56,19 @@ std::uint64_t largest_granted_body(std::uint64_t budget) {
                              : (budget - kOverhead) / (1 + admission::kAdmissionMemoryPerBodyByte);
 }
 
+// The most an open connection holds while it waits (docs/security.md "What a connection holds";
+// the idle_memory attack test fails over them): a TLS one on the HTTPS port, a plain one on the
+// health port.
+constexpr std::uint64_t kHttpsConnectionBytes = std::uint64_t{32} << 10;
+constexpr std::uint64_t kHealthConnectionBytes = std::uint64_t{8} << 10;
+
+// Connections per port: `wanted`, or fewer when an eighth of `memory_limit` (half the quarter
+// beside the in-flight budget) would not hold that many on each port.
+int connections_held(std::uint64_t memory_limit, int wanted) {
+  std::uint64_t fit = memory_limit / 8 / (kHttpsConnectionBytes + kHealthConnectionBytes);
+  return static_cast<int>(std::min<std::uint64_t>(static_cast<std::uint64_t>(wanted), fit));
+}
+
 int cores() { return static_cast<int>(std::max(1U, std::thread::hardware_concurrency())); }
 
 Webhook webhook_of(std::string_view path) {
@@ -87,6 +100,7 @@ ServerConfig server_config(const Flags& flags) {
   c.read_timeout = flags.read_timeout;
   c.idle_timeout = flags.idle_timeout;
   c.max_connections = flags.max_connections;
+  c.max_connections_given = flags.max_connections_given;
   c.max_header_bytes = flags.max_header_bytes;
   c.memory_limit = flags.memory_limit;
   c.shutdown_timeout = flags.shutdown_timeout;
@@ -127,7 +141,7 @@ webhook::Status WebhookServer::init() {
   if (memory_limit == 0) {
     memory_limit = kDefaultMemoryLimit;
   }
-  RETURN_IF_ERROR(open_ports(memory_limit / 4 * 3));
+  RETURN_IF_ERROR(open_ports(memory_limit));
   start_serving();
   log_.info("serving", {{"https", ListenAddress{config_.https_address.host, https_port_}.text()},
                         {"health", ListenAddress{config_.health_address.host, health_port_}.text()},
@@ -137,13 +151,19 @@ webhook::Status WebhookServer::init() {
                         {"certificate_reload", config_.cert_pem.empty()},
                         {"memory_limit", memory_limit},
                         {"in_flight_budget", budget_->capacity()},
-                        {"max_body_bytes", service_.max_body_bytes()}});
+                        {"max_body_bytes", service_.max_body_bytes()},
+                        {"max_connections", max_connections_}});
   // Under the default --max-body-bytes a smaller limit is expected (kube-apiserver sends no body
   // over 3 MiB); one asked for and not granted is worth a warning.
   if (service_.max_body_bytes() < config_.max_body_bytes && config_.max_body_bytes_given) {
     log_.warn("the in-flight memory budget grants no body over " +
                   std::to_string(service_.max_body_bytes()) +
                   " bytes; larger ones up to --max-body-bytes are refused (413)",
+              {{"memory_limit", memory_limit}, {"fix", "raise --memory-limit"}});
+  }
+  if (max_connections_ < config_.max_connections && config_.max_connections_given) {
+    log_.warn("--memory-limit holds no more than " + std::to_string(max_connections_) +
+                  " open connections per port; at that many the oldest idle one is closed",
               {{"memory_limit", memory_limit}, {"fix", "raise --memory-limit"}});
   }
   return {};
@@ -182,10 +202,12 @@ webhook::Result<std::shared_ptr<const Identity>> WebhookServer::load_serving_ide
   return id;
 }
 
-// The HTTPS port, its requests in flight sharing `budget` bytes, and the health port, bound.
-webhook::Status WebhookServer::open_ports(std::uint64_t budget) {
+// The HTTPS port, its requests in flight sharing three quarters of `memory_limit`, and the health
+// port, bound; each holds as many open connections as an eighth of it does.
+webhook::Status WebhookServer::open_ports(std::uint64_t memory_limit) {
   raise_descriptor_limit();
-  budget_ = std::make_unique<MemoryBudget>(budget);
+  budget_ = std::make_unique<MemoryBudget>(memory_limit / 4 * 3);
+  max_connections_ = connections_held(memory_limit, config_.max_connections);
   HttpServerOptions https;
   https.ssl_ctx = ssl_ctx_.get();
   https.limits.max_head_bytes = config_.max_header_bytes;
@@ -204,7 +226,7 @@ webhook::Status WebhookServer::open_ports(std::uint64_t budget) {
   https.io_threads = std::min(config_.threads, cores());
   https.handler_threads =
       config_.handler_may_block ? config_.threads : std::min(config_.threads, cores());
-  https.max_connections = config_.max_connections;
+  https.max_connections = max_connections_;
   https.budget = budget_.get();
   https.parse_bytes_per_body_byte = admission::kAdmissionMemoryPerBodyByte;
   https.handler = [this](const HttpRequestView& r) { return route(r); };
@@ -223,7 +245,7 @@ webhook::Status WebhookServer::open_ports(std::uint64_t budget) {
   health.idle_timeout = config_.idle_timeout;
   health.io_threads = 1;
   health.handler_threads = 1;
-  health.max_connections = config_.max_connections;
+  health.max_connections = max_connections_;
   health.handler = [this](const HttpRequestView& r) { return route_health(r); };
   // No `refuse`: a 413 or 408 found on the health port is the transport's own Status.
   health_ = std::make_unique<HttpServer>(std::move(health), log_);

@@ -53,6 +53,7 @@ struct ServerConfig {
   // handler pool has `threads` threads, else one per core (more would only queue for the CPU).
   bool handler_may_block = true;
   int max_connections = 4096;
+  bool max_connections_given = false;  // start warns when the memory limit holds fewer
   std::size_t max_header_bytes = 16384;
   std::uint64_t memory_limit = 0;  // 0: from the cgroup, else 256 MiB
 };
@@ -124,7 +125,7 @@ class WebhookServer {
                 ServerExtensions extensions);
   webhook::Status init();
   webhook::Result<std::shared_ptr<const Identity>> load_serving_identity();
-  webhook::Status open_ports(std::uint64_t budget);
+  webhook::Status open_ports(std::uint64_t memory_limit);
   void start_serving();
   HttpReply route(const HttpRequestView& request) const;   // /mutate, /validate, the rest
   HttpReply route_health(const HttpRequestView& request);  // /healthz, /readyz, /metrics
@@ -143,6 +144,7 @@ class WebhookServer {
   std::unique_ptr<HttpServer> health_;
   int https_port_ = 0;
   int health_port_ = 0;
+  int max_connections_ = 0;  // per port: --max-connections, or fewer (open_ports)
   std::thread https_thread_;
   std::thread health_thread_;
 

@@ -434,7 +434,9 @@ def idle_floods(work):
     # --read-timeout long enough that the HTTPS flood is still held when the probes end;
     # --idle-timeout short so that the keep-alive connections are closed and reopened meanwhile.
     read_timeout = 40 * SLOW
-    certs, wh = serving(work, "--read-timeout=%ds" % read_timeout, "--idle-timeout=3s")
+    # --memory-limit=2Gi: 256Mi would hold only 819 connections per port.
+    certs, wh = serving(work, "--read-timeout=%ds" % read_timeout, "--idle-timeout=3s",
+                        "--memory-limit=2Gi")
     with wh:
         ctx = tls_context(certs.ca)
         probes = reviews("probe", 20)
@@ -570,6 +572,57 @@ def connection_cap(work):
             finally:
                 for s in idle:
                     s.close()
+        stop_cleanly(wh)
+
+
+@case
+def connection_cap_from_memory(work):
+    """--max-connections holds no more open connections per port than an eighth of
+    --memory-limit does at 32 KiB per HTTPS and 8 KiB per health connection (docs/security.md
+    "What a connection holds"): the serving line gives the cap (819 at 256Mi; 4096, the default,
+    at 2Gi; 64 when asked for at 256Mi), a --max-connections the limit does not hold is warned
+    of, and at 32Mi the 102nd idle connection is the last: the next client closes the oldest."""
+    certs = Certs(work)
+    crt, key = certs.issue("webhook")
+    def held(limit):  # from the documented sizes, not read from the binary
+        return limit // 8 // ((32 + 8) * 1024)
+
+    for flags, want, warned in ((["--memory-limit=256Mi"], held(256 * MiB), False),
+                                (["--memory-limit=2Gi"], 4096, False),
+                                (["--memory-limit=256Mi", "--max-connections=64"], 64, False),
+                                (["--memory-limit=256Mi", "--max-connections=2000"],
+                                 held(256 * MiB), True)):
+        with Webhook(work, crt, key, "--shutdown-timeout=3s", *flags) as wh:  # a 1 s drain
+            serving_line = wh.wait_for_log(lambda l: l.get("msg") == "serving", 10)
+            check(serving_line.get("max_connections") == want,
+                  "%s: the serving line gives max_connections %r, want %d"
+                  % (flags, serving_line.get("max_connections"), want))
+            warning = wh.wait_for_log(lambda l: "open connections per port" in l.get("msg", ""),
+                                      1 if warned else 0.3)
+            check((warning is not None) == warned and
+                  (not warned or str(want) in warning["msg"]),
+                  "%s: want %s warning, got %r" % (flags, "a" if warned else "no", warning))
+            stop_cleanly(wh)
+    cap = held(32 * MiB)
+    check(cap == 102, "32Mi holds %d connections per port" % cap)
+    with Webhook(work, crt, key, "--shutdown-timeout=3s", "--memory-limit=32Mi") as wh:
+        ctx = tls_context(certs.ca)
+        idle = []
+        try:
+            for _ in range(cap):
+                idle.append(connect(wh.https_port, None, timeout=5))
+            time.sleep(0.5)
+            early = [i + 1 for i, sock in enumerate(idle) if is_closed(sock)]
+            check(not early, "idle connections closed below the cap: %s" % early)
+            (uid, body), = reviews("held", 1)
+            client = served_while_open(
+                wh.https_port, ctx, post(body),
+                lambda r: check(admission_response(r[0], r[2], uid)["allowed"], "not admitted"))
+            wait_closed(idle, 0, "HTTPS at --memory-limit=32Mi")
+            client.close()
+        finally:
+            for sock in idle:
+                sock.close()
         stop_cleanly(wh)
 
 
@@ -864,7 +917,9 @@ def idle_memory(work):
     silent_n, tls_n, big_n = 1000 // share, 1000 // share, 100 // share
     raise_fd_limit(2 * (silent_n + tls_n + big_n) + 512)
     wait = "%ds" % (60 * SLOW)
-    certs, wh = serving(work, "--read-timeout=" + wait, "--idle-timeout=" + wait)
+    # --memory-limit=1Gi holds 3,276 connections per port (256Mi only 819).
+    certs, wh = serving(work, "--read-timeout=" + wait, "--idle-timeout=" + wait,
+                        "--memory-limit=1Gi")
     with wh:
         ctx = tls_context(certs.ca)
         (uid, body), = reviews("warm", 1)
