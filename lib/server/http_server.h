@@ -2,8 +2,8 @@
 // The webhook's HTTP/1.1 server: one coroutine per connection on standalone Asio, a few I/O
 // threads (each running its own event loop), and a fixed pool of handler threads on which the
 // route runs, never on an I/O thread. Idle, half-open, handshaking and slowly-sending
-// connections cost a few coroutine frames and their OpenSSL state, never a thread
-// (docs/server.md "Connections and limits", docs/security.md).
+// connections cost a few coroutine frames and, once their client has sent a byte, their OpenSSL
+// state, never a thread (docs/server.md "Connections and limits", docs/security.md).
 //
 //   server::HttpServer https({.ssl_ctx = ctx, .limits = limits, .io_threads = 2,
 //                             .handler_threads = 2,

@@ -584,6 +584,7 @@ def connection_cap_from_memory(work):
     of, and at 32Mi the 102nd idle connection is the last: the next client closes the oldest."""
     certs = Certs(work)
     crt, key = certs.issue("webhook")
+
     def held(limit):  # from the documented sizes, not read from the binary
         return limit // 8 // ((32 + 8) * 1024)
 
@@ -825,6 +826,14 @@ def header_flood(size):
         fields + b"Content-Length: 2\r\n\r\n{}"
 
 
+def warm_up(port, ctx):
+    """One review admitted on a connection of its own: the process's first-request work done."""
+    (uid, body), = reviews("warm", 1)
+    responses, _, _, _ = exchange(port, post(body), ctx, until_closed=False)
+    check(responses and admission_response(responses[0][0], responses[0][2], uid)["allowed"],
+          "the warm-up review failed")
+
+
 @case
 def memory_bounds(work):
     """--memory-limit=256Mi: four concurrent 6.9 MiB worst-shape reviews (a Pod carrying
@@ -834,10 +843,7 @@ def memory_bounds(work):
     certs, wh = serving(work, "--memory-limit=256Mi")
     with wh:
         ctx = tls_context(certs.ca)
-        (uid, body), = reviews("warm", 1)
-        responses, how, _, _ = exchange(wh.https_port, post(body), ctx, until_closed=False)
-        check(responses and admission_response(responses[0][0], responses[0][2], uid)["allowed"],
-              "the warm-up review failed")
+        warm_up(wh.https_port, ctx)
         time.sleep(0.3)
         before = vm_status(wh.proc.pid)["VmRSS"]
         worst = [("worst-%d" % i, worst_shape_review("worst-%d" % i, int(6.9 * MiB)))
@@ -922,10 +928,7 @@ def idle_memory(work):
                         "--memory-limit=1Gi")
     with wh:
         ctx = tls_context(certs.ca)
-        (uid, body), = reviews("warm", 1)
-        responses, _, _, _ = exchange(wh.https_port, post(body), ctx, until_closed=False)
-        check(responses and admission_response(responses[0][0], responses[0][2], uid)["allowed"],
-              "the warm-up review failed")
+        warm_up(wh.https_port, ctx)
         big = big_review("big", MiB)
 
         def answered_then_idle():
