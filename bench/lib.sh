@@ -136,6 +136,17 @@ ctx_switches() {
   for p in "$@"; do cat /proc/"$p"/task/*/status 2>/dev/null; done |
     awk '/^(non)?voluntary_ctxt_switches:/ {s += $2} END {print s + 0}'
 }
+# {"ROLE": context switches so far} over the threads of one PID, a thread's role being its name
+# (/proc/PID/task/TID/comm) without its trailing digits: the webhook's https-io0 and https-io1
+# are both https-io.
+ctx_by_role() {
+  local t
+  for t in /proc/"$1"/task/*; do
+    printf '%s %s\n' "$(cat "$t/comm" 2>/dev/null || echo gone)" "$(awk \
+      '/^(non)?voluntary_ctxt_switches:/ {s += $2} END {print s + 0}' "$t/status" 2>/dev/null)"
+  done | awk '{sub(/[0-9]+$/, "", $1); s[$1] += $2}
+    END {printf "{"; n = 0; for (k in s) printf "%s\"%s\": %d", (n++ ? ", " : ""), k, s[k]; print "}"}'
+}
 peak_rss_kib() {
   local p
   for p in "$@"; do cat "/proc/$p/status"; done | awk '/^VmHWM:/ {s += $2} END {print s + 0}'

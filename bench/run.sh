@@ -177,14 +177,16 @@ measure() {
   local name="$1" url="$2" conns="$3" threads="$4" duration="$5"
   shift 5
   run_wrk "$WORK/$name.warmup" "$threads" "$conns" "$WARMUP" "$url"
-  local ticks ctx allocs="" accepted="null"
+  local ticks ctx allocs="" accepted="null" roles_before="null" roles_after="null"
   [[ -n "${METRICS:-}" ]] && accepted="$(connections_accepted)"
   [[ -n "${COUNT_ALLOCS:-}" ]] && allocs="$(alloc_count)"
+  [[ -n "${METRICS:-}" ]] && roles_before="$(ctx_by_role "$1")"
   ticks="$(cpu_ticks "$@")"
   ctx="$(ctx_switches "$@")"
   run_wrk "$WORK/$name.wrk" "$threads" "$conns" "$duration" "$url"
   ticks=$(($(cpu_ticks "$@") - ticks))
   ctx=$(($(ctx_switches "$@") - ctx))
+  [[ -n "${METRICS:-}" ]] && roles_after="$(ctx_by_role "$1")"
   [[ -n "$allocs" ]] && allocs=$(($(alloc_count) - allocs))
   if [[ -n "${METRICS:-}" ]]; then
     local now
@@ -193,7 +195,7 @@ measure() {
   fi
   echo "{\"name\": \"$name\", \"conns\": $conns, \"ticks\": $ticks, \"hz\": $(getconf CLK_TCK)," \
     "\"ctx\": $ctx, \"rss_kib\": $(peak_rss_kib "$@"), \"allocs\": ${allocs:-null}," \
-    "\"accepted\": $accepted," \
+    "\"accepted\": $accepted, \"roles_before\": $roles_before, \"roles_after\": $roles_after," \
     "\"wrk\": $(cat "$WORK/$name.wrk.json")}" > "$WORK/$name.json"
 }
 
@@ -272,6 +274,14 @@ w1, n1 = rows[("webhook", 1)], rows[("nginx", 1)]
 wc, nc = rows[("webhook", conns)], rows[("nginx", conns)]
 print(f"\nwebhook/nginx: req/s {w1['rps'] / n1['rps']:.2f} at 1 connection, "
       f"{wc['rps'] / nc['rps']:.2f} at {conns}; p50 {w1['p50'] / n1['p50']:.2f} at 1 connection")
+for c in (1, conns):
+    r = rows[("webhook", c)]
+    n = max(r["wrk"]["requests"], 1)
+    before, after = r["roles_before"] or {}, r["roles_after"] or {}
+    per_role = {k: (v - before.get(k, 0)) / n for k, v in after.items()}
+    shown = ", ".join(f"{k} {v:.2f}" for k, v in sorted(per_role.items(), key=lambda kv: -kv[1])
+                      if v >= 0.005)
+    print(f"webhook ctxsw/req by thread at {c} connection{'s' if c > 1 else ''}: {shown}")
 print("CPU us/req, ctxsw/req and allocs/req are the server's own (from /proc and the hook): the "
       "figures least\nshaken by other load on the machine; req/s and latency move with it")
 

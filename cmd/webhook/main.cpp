@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "admission/handler.h"
+#include "base/thread/name.h"
 #include "kube/legacy_placement.h"
 #include "kube/managed_certificate.h"
 #include "server/flags.h"
@@ -131,7 +132,8 @@ void take_over_signals() {
 class SignalWatcher {
  public:
   SignalWatcher(server::WebhookServer& srv, const server::Log& log, std::chrono::milliseconds drain)
-      : thread_([this, &srv, &log, drain] { run(srv, log, drain); }) {}
+      : thread_(webhook::named_thread("signals",
+                                      [this, &srv, &log, drain] { run(srv, log, drain); })) {}
   ~SignalWatcher() {
     done_ = true;
     thread_.join();

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "base/encoding/base64.h"
+#include "base/thread/name.h"
 
 namespace kube {
 namespace {
@@ -283,8 +284,8 @@ void CertManager::start(std::function<void(const ServingPair&)> publish, Serving
     return;
   }
   stop_ = false;
-  thread_ = std::thread(
-      [this, publish = std::move(publish), last = std::move(last)] { run(publish, last); });
+  thread_ = webhook::named_thread("cert-manager", [this, publish = std::move(publish),
+                                                   last = std::move(last)] { run(publish, last); });
 }
 
 void CertManager::stop() {

@@ -1,6 +1,7 @@
 #include "kube/live_cluster.h"
 
 #include "base/metrics/prometheus.h"
+#include "base/thread/name.h"
 
 namespace kube {
 namespace {
@@ -63,10 +64,16 @@ void LiveCluster::start() {
   started_ = true;
   for (const std::unique_ptr<Reflector>& r : reflectors_) {
     Reflector* reflector = r.get();
-    threads_.emplace_back([reflector](std::stop_token stop) { reflector->run(stop); });
+    threads_.emplace_back([reflector](std::stop_token stop) {
+      webhook::name_this_thread("watch-" + reflector->resource().name);
+      reflector->run(stop);
+    });
   }
   if (options_.watch_pods) {
-    threads_.emplace_back([this](std::stop_token stop) { claims_.run(stop); });
+    threads_.emplace_back([this](std::stop_token stop) {
+      webhook::name_this_thread("claims-janitor");
+      claims_.run(stop);
+    });
   }
 }
 

@@ -8,6 +8,7 @@
 #include <optional>
 #include <thread>
 
+#include "base/thread/name.h"
 #include "server/budget_wait.h"
 #include "server/byte_stream.h"
 
@@ -48,11 +49,26 @@ HttpReply status_reply(int status, std::string message) {
 
 // The event loops, the handler pool, the listeners and the table of open connections.
 struct HttpServer::Impl {
-  Impl(HttpServer& s, int io_threads, int handler_threads)
-      : server(s), pool(static_cast<std::size_t>(std::max(1, handler_threads))) {
+  Impl(HttpServer& s, int io_threads, int handler_threads) : server(s) {
     for (int i = 0; i < std::max(1, io_threads); ++i) {
       loops.push_back(std::make_unique<asio::io_context>(1));
       guards.emplace_back(loops.back()->get_executor());
+    }
+    for (int i = 0; i < std::max(1, handler_threads); ++i) {
+      handlers.push_back(webhook::named_thread(s.options_.name + "-handler" + std::to_string(i),
+                                               [this] { pool.run(); }));
+    }
+  }
+  // Lets the handler threads end: once the queued handlers have run (`finish_queued`), or at once.
+  void stop_pool(bool finish_queued) {
+    pool_work.reset();
+    if (!finish_queued) {
+      pool.stop();
+    }
+    for (std::thread& t : handlers) {
+      if (t.joinable()) {
+        t.join();
+      }
     }
   }
   asio::io_context& next_loop() { return *loops[next++ % loops.size()]; }
@@ -64,7 +80,10 @@ struct HttpServer::Impl {
   HttpServer& server;
   std::vector<std::unique_ptr<asio::io_context>> loops;
   std::vector<asio::executor_work_guard<asio::io_context::executor_type>> guards;
-  asio::thread_pool pool;
+  asio::io_context pool;  // the handler pool, run by `handlers`
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> pool_work{
+      pool.get_executor()};
+  std::vector<std::thread> handlers;
   std::vector<Tcp::acceptor> acceptors;  // on loops[0]
   std::size_t next = 0;                  // on loops[0]
 
@@ -497,10 +516,7 @@ HttpServer::HttpServer(HttpServerOptions options, const Log& log)
       log_(log),
       impl_(std::make_unique<Impl>(*this, options_.io_threads, options_.handler_threads)) {}
 
-HttpServer::~HttpServer() {
-  impl_->pool.stop();
-  impl_->pool.join();
-}
+HttpServer::~HttpServer() { impl_->stop_pool(false); }
 
 webhook::Result<int> HttpServer::bind(const ListenAddress& address) {
   std::vector<std::string> hosts = {address.host};
@@ -552,13 +568,15 @@ void HttpServer::serve() {
   }
   std::vector<std::thread> threads;
   for (std::size_t i = 1; i < impl_->loops.size(); ++i) {
-    threads.emplace_back([loop = impl_->loops[i].get()] { loop->run(); });
+    threads.push_back(webhook::named_thread(options_.name + "-io" + std::to_string(i),
+                                            [loop = impl_->loops[i].get()] { loop->run(); }));
   }
+  webhook::name_this_thread(options_.name + "-io0");
   impl_->loops[0]->run();
   for (std::thread& t : threads) {
     t.join();
   }
-  impl_->pool.join();
+  impl_->stop_pool(true);
 }
 
 asio::awaitable<void> HttpServer::Impl::accept_loop(Tcp::acceptor& acceptor) {

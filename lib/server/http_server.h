@@ -68,6 +68,9 @@ constexpr std::uint64_t grant_bytes(std::uint64_t body_bytes, std::uint64_t per_
 }
 
 struct HttpServerOptions {
+  // Names the server's threads as `top -H` shows them: NAME-io0.. (the event loops; serve()
+  // names its calling thread NAME-io0) and NAME-handler0.. (the handler pool).
+  std::string name = "http";
   SSL_CTX* ssl_ctx = nullptr;  // null: plain HTTP
   http1::Limits limits;
   std::chrono::milliseconds read_timeout{10'000};

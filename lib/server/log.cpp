@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "base/json/write.h"
+#include "base/thread/name.h"
 
 namespace server {
 namespace {
@@ -146,7 +147,7 @@ class SeverityFlag final : public spdlog::custom_flag_formatter {
 class BufferedFdSink final : public spdlog::sinks::base_sink<std::mutex> {
  public:
   BufferedFdSink(int fd, LogFormat format)
-      : fd_(fd), format_(format), flusher_([this] { run(); }) {}
+      : fd_(fd), format_(format), flusher_(webhook::named_thread("log-flush", [this] { run(); })) {}
   ~BufferedFdSink() override {
     {
       std::lock_guard<std::mutex> lock(stop_mu_);

@@ -223,6 +223,7 @@ webhook::Status WebhookServer::open_ports(std::uint64_t memory_limit) {
   https.limits.max_body_bytes = accepted;
   https.read_timeout = config_.read_timeout;
   https.idle_timeout = config_.idle_timeout;
+  https.name = "https";
   https.io_threads = std::min(config_.threads, cores());
   https.handler_threads =
       config_.handler_may_block ? config_.threads : std::min(config_.threads, cores());
@@ -243,6 +244,7 @@ webhook::Status WebhookServer::open_ports(std::uint64_t memory_limit) {
   health.limits.max_body_bytes = 64 << 10;
   health.read_timeout = std::min<std::chrono::milliseconds>(config_.read_timeout, 5s);
   health.idle_timeout = config_.idle_timeout;
+  health.name = "health";
   health.io_threads = 1;
   health.handler_threads = 1;
   health.max_connections = max_connections_;

@@ -14,6 +14,8 @@
 #include <ctime>
 #include <system_error>
 
+#include "base/thread/name.h"
+
 namespace server {
 namespace {
 
@@ -316,7 +318,8 @@ CertificateWatcher::CertificateWatcher(IdentityStore& store, std::string cert_fi
       on_reload_(std::move(on_reload)),
       // The states start unknown, so the first poll compares contents with what is served: a
       // change between the initial load and this constructor is not missed.
-      thread_(interval.count() > 0 ? std::thread([this] { run(); }) : std::thread()) {}
+      thread_(interval.count() > 0 ? webhook::named_thread("cert-watch", [this] { run(); })
+                                   : std::thread()) {}
 
 CertificateWatcher::~CertificateWatcher() {
   {

@@ -672,6 +672,59 @@ def sigterm_waits_for_inflight(work):
         check(time.monotonic() - started < 5, "SIGINT waited for a drain delay")
 
 
+def thread_names(pid, want):
+    """The names of process pid's threads once they are want (sorted), or as they were after 10 s:
+    a thread is named just after it starts."""
+    task = "/proc/%d/task" % pid
+    names = []
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        names = []
+        for tid in os.listdir(task):
+            try:
+                names.append(open(os.path.join(task, tid, "comm")).read().strip())
+            except OSError:
+                pass  # ended meanwhile
+        if sorted(names) == want:
+            break
+        time.sleep(0.05)
+    return sorted(names)
+
+
+@case
+def threads_named(work):
+    """The process's threads by the names `top -H` and /proc show (docs/server.md "Connections
+    and limits"): on the HTTPS port min(--threads, cores) I/O threads and as many handler threads
+    (--threads of them with legacy placement on), one of each on the health port, the log
+    flusher, the certificate watcher, the signal thread and the main thread; with legacy
+    placement one watch thread per resource (Pods, claim Leases, Nodes, Services) and the claims'
+    janitor; no other thread."""
+    certs = Certs(work)
+    crt, key = certs.issue("webhook")
+    cores = os.cpu_count() or 1
+    common = ["health-io0", "health-handler0", "log-flush", "cert-watch", "signals",
+              "kuberay-tpu-web"]
+    with FakeKubeApi(work, tokens=["test-token"], max_seconds=60) as api:
+        kubeconfig = api.kubeconfig(os.path.join(work, "kubeconfig"), token="test-token")
+        legacy = ["--legacy-indexing=on", "--kube-config-path=" + kubeconfig]
+        for threads, flags in ((1, []), (3, []), (3, legacy)):
+            io = min(threads, cores)
+            handlers = threads if flags else io
+            want = sorted(["https-io%d" % i for i in range(io)] +
+                          ["https-handler%d" % i for i in range(handlers)] + common +
+                          (["watch-pods", "watch-leases", "watch-nodes", "watch-services",
+                            "claims-janitor"] if flags else []))
+            with Webhook(work, crt, key, "--threads=%d" % threads, *flags,
+                         env={"POD_NAMESPACE": "ray-system", "POD_NAME": "webhook-0"}) as wh:
+                names = thread_names(wh.proc.pid, want)
+                check(names == want, "--threads=%d %s on %d cores: threads %s, want %s" %
+                      (threads, " ".join(flags), cores, names, want))
+                check(wh.stop(signal.SIGINT) == 0,  # SIGINT: no drain delay
+                      "the webhook did not exit 0:\n" + wh.log_text()[-2000:])
+    print("threads named and counted at --threads=1 and 3, and with legacy placement, on %d cores"
+          % cores)
+
+
 @case
 def metrics_and_health(work):
     """/healthz, /readyz and /metrics on the plain-HTTP port; the metrics pass `promtool check
