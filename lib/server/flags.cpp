@@ -198,8 +198,8 @@ void add_serving_flags(FlagTable<Flags>& t) {
           "threads", "N", 1, kMaxThreads,
           [](Flags& f, std::int64_t n) { f.threads = static_cast<int>(n); },
           "requests handled at once (the handler pool) when legacy placement may be on, else at "
-          "most one per core; also the most I/O threads (one per core); idle connections hold "
-          "none (1 to 4096; default 64)"))
+          "most one per core (a CPU the container's limit allows); also the most I/O threads (one "
+          "per core); idle connections hold none (1 to 4096; default 64)"))
       .add(int_flag(
           "max-connections", "N", 16, kMaxConnections,
           [](Flags& f, std::int64_t n) {

@@ -3,11 +3,9 @@
 #include <sys/resource.h>
 
 #include <algorithm>
-#include <fstream>
-#include <optional>
 
 #include "admission/review.h"
-#include "base/text/numbers.h"
+#include "server/cgroup.h"
 
 namespace server {
 namespace {
@@ -23,21 +21,6 @@ std::string iso_time(std::int64_t unix_seconds) {
   char buf[32];
   std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
-}
-
-std::uint64_t cgroup_memory_limit() {
-  for (const char* path :
-       {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
-    std::ifstream f(path);
-    std::string text;
-    if (f >> text && !text.empty() && text != "max") {
-      std::optional<std::int64_t> n = webhook::parse_non_negative(text);
-      if (n && *n > 0 && *n < (std::int64_t{1} << 50)) {  // v1 writes ~2^63 for "no limit"
-        return static_cast<std::uint64_t>(*n);
-      }
-    }
-  }
-  return 0;
 }
 
 // Up to --max-connections on each port: raise the soft descriptor limit to the hard one.
@@ -69,7 +52,15 @@ int connections_held(std::uint64_t memory_limit, int wanted) {
   return static_cast<int>(std::min<std::uint64_t>(static_cast<std::uint64_t>(wanted), fit));
 }
 
-int cores() { return static_cast<int>(std::max(1U, std::thread::hardware_concurrency())); }
+// The CPUs the process may use: the node's online ones, or fewer under the container's CPU limit.
+int cores() {
+  static const int kCores = [] {
+    int online = static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
+    int limit = cgroup_cpu_limit();
+    return limit > 0 ? std::min(online, limit) : online;
+  }();
+  return kCores;
+}
 
 Webhook webhook_of(std::string_view path) {
   return path == "/mutate"     ? Webhook::kMutate
