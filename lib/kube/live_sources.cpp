@@ -51,10 +51,13 @@ void PodFeed::event(EventType type, const json& object) {
     registry_.remove(uid);
   } else {
     std::optional<PodRecord> record = pod_record(object);
-    if (record && on_shown_) {
-      on_shown_(*record);
-    }
+    std::optional<PodRecord> shown = on_shown_ ? record : std::nullopt;
+    // The registry first: once told, a placement stops counting the Pod's claim, so the Pod must
+    // already hold its slot there, or the slot would look free between the two.
     registry_.upsert(uid, std::move(record));
+    if (shown) {
+      on_shown_(*shown);
+    }
   }
 }
 

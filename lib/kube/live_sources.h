@@ -24,7 +24,8 @@
 namespace kube {
 
 // Feeds a SliceRegistry from the Pod reflector, keeping a PodRecord per slot-holding Pod, and
-// tells `on_shown` (when set) of each slot-holding Pod an ADDED or MODIFIED event shows.
+// tells `on_shown` (when set) of each slot-holding Pod an ADDED or MODIFIED event shows, after
+// the registry holds it.
 class PodFeed : public Sink {
  public:
   using Shown = std::function<void(const PodRecord&)>;

@@ -92,6 +92,28 @@ TEST_CASE("LocalSlotAllocator: a reservation ends once the registry shows a Pod 
   CHECK(*l.pods.place(kKey, 4, false) == Slot{0, 2});
 }
 
+TEST_CASE("PodFeed tells of a shown Pod only once the registry holds it on its slot") {
+  // The ClaimStore stops counting a claim once told its Pod was shown; told before the registry
+  // held the Pod, a placement in between would find the slot free and hand it out twice.
+  testing::FakeClock clock;
+  kube::SliceRegistry registry{clock};
+  std::vector<std::vector<Holder>> held_when_told;
+  kube::PodFeed feed{registry, [&](const kube::PodRecord& pod) {
+                       held_when_told.push_back(registry.holders(pod.key));
+                       CHECK(pod.slot == Slot{1, 3});
+                     }};
+  kube::list_objects(feed, {}, "Pod");
+  feed.event(kube::EventType::kAdded, held_pod("a", 1, 3));
+  feed.event(kube::EventType::kModified, held_pod("a", 1, 3));
+  feed.event(kube::EventType::kDeleted, held_pod("a", 1, 3));  // not a showing
+  REQUIRE(held_when_told.size() == 2);
+  for (const std::vector<Holder>& held : held_when_told) {
+    REQUIRE(held.size() == 1);
+    CHECK(held[0].slot == Slot{1, 3});
+  }
+  CHECK(registry.holders(kKey).empty());
+}
+
 TEST_CASE("LocalSlotAllocator refuses before the first list and for slices of no hosts") {
   Local l;
   webhook::Result<Slot> starting = l.pods.place(kKey, 4, false);
