@@ -92,7 +92,7 @@ TEST_CASE("LocalSlotAllocator: a reservation ends once the registry shows a Pod 
   CHECK(*l.pods.place(kKey, 4, false) == Slot{0, 2});
 }
 
-TEST_CASE("PodFeed tells of a shown Pod only once the registry holds it on its slot") {
+TEST_CASE("M3.3: PodFeed tells of a shown Pod only once the registry holds it on its slot") {
   // The ClaimStore stops counting a claim once told its Pod was shown; told before the registry
   // held the Pod, a placement in between would find the slot free and hand it out twice.
   testing::FakeClock clock;
