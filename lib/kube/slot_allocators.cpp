@@ -25,25 +25,28 @@ webhook::Result<Slot> choose_free_slot(std::vector<Holder> pods,
                                        std::span<const Reservation> reserved, int hosts,
                                        const podpatch::GroupKey& key,
                                        const std::function<void(std::size_t)>& shown) {
-  const std::size_t shown_pods = pods.size();
-  auto held = [&](Slot slot, std::size_t begin, std::size_t end) {
-    return std::any_of(pods.begin() + static_cast<long>(begin),
-                       pods.begin() + static_cast<long>(end),
-                       [&](const Holder& h) { return h.slot == slot; });
-  };
+  // Sorted, so that each reservation is looked up, not compared with every Pod.
+  std::vector<Slot> shown_slots;
+  shown_slots.reserve(pods.size());
+  for (const Holder& h : pods) {
+    shown_slots.push_back(h.slot);
+  }
+  std::sort(shown_slots.begin(), shown_slots.end());
+  std::vector<std::pair<Slot, std::size_t>> open;  // the reservations no shown Pod holds
   for (std::size_t i = 0; i < reserved.size(); ++i) {
-    const Reservation& r = reserved[i];
-    if (held(r.slot, 0, shown_pods)) {
-      if (shown) {
-        shown(i);
-      }
-      continue;
+    if (!std::binary_search(shown_slots.begin(), shown_slots.end(), reserved[i].slot)) {
+      open.emplace_back(reserved[i].slot, i);
+    } else if (shown) {
+      shown(i);
     }
-    // A source that saw a reserved Pod come and go hands its slot out again, so a slot can carry
-    // an old reservation and a new one until the old one ends.
-    if (!held(r.slot, shown_pods, pods.size())) {
-      pods.push_back({r.holder, r.slot});
-    }
+  }
+  // A source that saw a reserved Pod come and go hands its slot out again, so a slot can carry
+  // an old reservation and a new one until the old one ends: the first one stands for both.
+  std::sort(open.begin(), open.end());
+  auto same_slot = [](const auto& a, const auto& b) { return a.first == b.first; };
+  open.erase(std::unique(open.begin(), open.end(), same_slot), open.end());
+  for (const auto& [slot, i] : open) {
+    pods.push_back({reserved[i].holder, slot});
   }
   return podpatch::choose_slot(pods, hosts, key);
 }
