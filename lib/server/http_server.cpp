@@ -81,8 +81,7 @@ struct HttpServer::Impl {
   std::vector<std::unique_ptr<asio::io_context>> loops;
   std::vector<asio::executor_work_guard<asio::io_context::executor_type>> guards;
   asio::io_context pool;  // the handler pool, run by `handlers`
-  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> pool_work{
-      pool.get_executor()};
+  asio::executor_work_guard<asio::io_context::executor_type> pool_work{pool.get_executor()};
   std::vector<std::thread> handlers;
   std::vector<Tcp::acceptor> acceptors;  // on loops[0]
   std::size_t next = 0;                  // on loops[0]
