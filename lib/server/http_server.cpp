@@ -85,6 +85,7 @@ struct HttpServer::Impl {
   std::vector<std::thread> handlers;
   std::vector<Tcp::acceptor> acceptors;  // on loops[0]
   std::size_t next = 0;                  // on loops[0]
+  std::atomic<bool> stop_requested{false};
 
   mutable std::mutex mu;
   std::list<Connection*> open;  // not closed or evicted, oldest first
@@ -637,16 +638,20 @@ bool HttpServer::Impl::evict_oldest_idle() {
 }
 
 void HttpServer::stop_serving() {
-  if (stopping_.exchange(true)) {
+  if (impl_->stop_requested.exchange(true)) {
     return;
   }
   // On the accept loop, so that no connection is admitted after its loop was let go: each loop
-  // returns once the coroutines on it (connections, accept loops) have ended.
+  // returns once the coroutines on it (connections, accept loops) have ended. The listeners
+  // close before any connection learns of the stop (stopping_): a client whose connection the
+  // stop ends is refused when it connects again, not let into the listen backlog just before
+  // the close resets everything waiting there.
   asio::post(*impl_->loops[0], [this] {
     for (Tcp::acceptor& a : impl_->acceptors) {
       std::error_code ec;
       a.close(ec);
     }
+    stopping_ = true;
     std::lock_guard<std::mutex> lock(impl_->mu);
     for (Connection* c : impl_->open) {
       asio::post(c->executor(), [keep = c->shared_from_this()] { keep->wake_if_idle(); });

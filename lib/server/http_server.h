@@ -110,12 +110,12 @@ class HttpServer {
   // Serves until stop_serving(); returns once every connection has closed.
   void serve();
 
-  // Stops accepting, closes idle keep-alive connections and lets requests in progress finish;
-  // a connection accepted but not yet served still gets one request if it begins (its TLS
-  // handshake included) within a second. Thread-safe, idempotent.
+  // Stops accepting, then closes idle keep-alive connections and lets requests in progress
+  // finish; no connection is closed for the stop before the listeners are. A connection
+  // accepted but not yet served still gets one request if it begins (its TLS handshake
+  // included) within a second. Thread-safe, idempotent.
   void stop_serving();
 
-  bool stopping() const { return stopping_.load(); }
   int open_connections() const;
 
  private:
@@ -125,7 +125,7 @@ class HttpServer {
 
   HttpServerOptions options_;
   const Log& log_;
-  std::atomic<bool> stopping_{false};
+  std::atomic<bool> stopping_{false};  // set once the listeners are closed
   std::unique_ptr<Impl> impl_;
 };
 

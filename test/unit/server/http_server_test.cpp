@@ -164,10 +164,15 @@ struct TestServer {
       ++opened;
       changed.notify_all();
     };
-    options.on_connection_close = [this] {
-      std::lock_guard<std::mutex> lock(mu);
-      ++closed;
-      changed.notify_all();
+    options.on_connection_close = [this, then = std::move(options.on_connection_close)] {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        ++closed;
+        changed.notify_all();
+      }
+      if (then) {
+        then();  // the case's own hook, on the connection's loop
+      }
     };
     http = std::make_unique<server::HttpServer>(std::move(options), log);
     port = *http->bind({"127.0.0.1", 0});
@@ -628,6 +633,52 @@ TEST_CASE("at stop, a connection not yet served gets one request if it begins at
   CHECK(Clock::now() - start < 10s);
   CHECK(silent.closed_by_server());
   s.thread = std::thread([] {});  // for the destructor's join
+}
+
+TEST_CASE("at stop, no connection is closed for it while the listener still accepts",
+          "[transport]") {
+  // A client whose connection the stop ends connects again at once. It must be refused, not
+  // let into the listen backlog that the listener's close then resets. Here the accept loop's
+  // thread is held (in a closing connection's hook) while stop_serving() is called and a request
+  // on the other loop is answered: that answer keeps its connection, which closes only once the
+  // listener has.
+  Gate block;  // the /block route
+  Gate held;   // loop 0, held in the first closed connection's hook
+  std::atomic<bool> hold{true};
+  server::HttpServerOptions o = small(2);
+  o.read_timeout = 5000ms;
+  o.idle_timeout = 5000ms;
+  o.handler = [&](const server::HttpRequestView& r) {
+    block.arrive();
+    block.pass();
+    server::HttpReply reply;
+    reply.content_type = "text/plain";
+    reply.body = std::string(r.path);
+    return reply;
+  };
+  o.on_connection_close = [&] {
+    if (hold.exchange(false)) {
+      held.arrive();
+      held.pass();
+    }
+  };
+  TestServer s(std::move(o));
+  auto first = std::make_unique<Socket>(s.port);  // accepted first: on loop 0, the accept loop's
+  REQUIRE(s.wait_opened(1));
+  Socket second(s.port);  // on loop 1
+  REQUIRE(s.wait_opened(2));
+  second.send(post("/block", ""));
+  REQUIRE(block.wait_arrived(1));
+  first.reset();
+  REQUIRE(held.wait_arrived(1));  // loop 0 is held: the listener cannot close yet
+  s.http->stop_serving();
+  block.open();
+  CHECK_THAT(second.read_response(),
+             Catch::EndsWith("/block") && !Catch::Contains("Connection: close"));
+  held.open();
+  CHECK(second.closed_by_server());  // as an idle connection, once the listener is closed
+  Socket again(s.port);
+  CHECK_FALSE(again.connected());
 }
 
 TEST_CASE("HEAD answers carry no body; stop_serving closes idle connections", "[transport]") {
