@@ -133,6 +133,14 @@ std::string post(const std::string& path, const std::string& body, const std::st
          "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
 }
 
+// A plain-text answer.
+server::HttpReply text(std::string body) {
+  server::HttpReply reply;
+  reply.content_type = "text/plain";
+  reply.body = std::move(body);
+  return reply;
+}
+
 // An HttpServer on 127.0.0.1 answering "<method> <path> <body size> <flags>" as text.
 struct TestServer {
   // `route_refusals` false: no `refuse`, so the transport words every refusal itself.
@@ -140,10 +148,8 @@ struct TestServer {
     if (!options.handler) {
       options.handler = [this](const server::HttpRequestView& r) {
         ++handled;
-        server::HttpReply reply;
-        reply.content_type = "text/plain";
-        reply.body = std::string(r.method) + " " + std::string(r.path) + " " +
-                     std::to_string(r.body.size()) + refusal_name(r.refused);
+        server::HttpReply reply = text(std::string(r.method) + " " + std::string(r.path) + " " +
+                                       std::to_string(r.body.size()) + refusal_name(r.refused));
         if (r.refused != server::Refused::kNo) {
           reply.close = true;
         }
@@ -580,10 +586,7 @@ TEST_CASE("a chunked body is charged as the largest allowed, then as what it was
   std::atomic<std::uint64_t> held{0};
   o.handler = [&](const server::HttpRequestView& r) {
     held = budget.in_use();
-    server::HttpReply reply;
-    reply.content_type = "text/plain";
-    reply.body = std::string(r.body);
-    return reply;
+    return text(std::string(r.body));
   };
   TestServer s(std::move(o));
   Socket c(s.port);
@@ -651,10 +654,7 @@ TEST_CASE("at stop, no connection is closed for it while the listener still acce
   o.handler = [&](const server::HttpRequestView& r) {
     block.arrive();
     block.pass();
-    server::HttpReply reply;
-    reply.content_type = "text/plain";
-    reply.body = std::string(r.path);
-    return reply;
+    return text(std::string(r.path));
   };
   o.on_connection_close = [&] {
     if (hold.exchange(false)) {
@@ -700,10 +700,7 @@ TEST_CASE("a response's reported latency spans the handler, from the request rea
   server::HttpServerOptions o = small(1);
   o.handler = [](const server::HttpRequestView&) {
     std::this_thread::sleep_for(200ms);
-    server::HttpReply reply;
-    reply.content_type = "text/plain";
-    reply.body = "slow";
-    return reply;
+    return text("slow");
   };
   TestServer s(std::move(o));
   Socket c(s.port, 5000ms);
@@ -730,10 +727,7 @@ TEST_CASE("a route that blocks holds a handler thread, never another connection'
       block.arrive();
       block.pass();
     }
-    server::HttpReply reply;
-    reply.content_type = "text/plain";
-    reply.body = std::string(r.path);
-    return reply;
+    return text(std::string(r.path));
   };
   TestServer s(std::move(o));
   Socket hold1(s.port, 5000ms);
