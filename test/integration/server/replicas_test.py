@@ -201,8 +201,8 @@ def burst(work):
     (sanitizer) build or a loaded machine. The 64 claims are 64 writes of that one Lease, so the
     last of them waits for most of the others: about 1 s under TSan on an idle 2-core machine,
     2 s beside two busy loops, past the default --claim-timeout of 3 s with three TSan tests
-    running at once. This test is about each slot once, not that budget (`partition` is), so it gets
-    8 s."""
+    running at once. This test is about each slot once, not that budget (`partition` is), so
+    it gets 8 s."""
     c = Cluster(work, ttl="20s", extra=("--claim-timeout=8s",))
     try:
         reviews = [review_for("burst-%d" % k) for k in range(64)]

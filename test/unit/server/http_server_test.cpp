@@ -640,11 +640,11 @@ TEST_CASE("at stop, a connection not yet served gets one request if it begins at
 
 TEST_CASE("at stop, no connection is closed for it while the listener still accepts",
           "[transport]") {
-  // A client whose connection the stop ends connects again at once. It must be refused, not
-  // let into the listen backlog that the listener's close then resets. Here the accept loop's
-  // thread is held (in a closing connection's hook) while stop_serving() is called and a request
-  // on the other loop is answered: that answer keeps its connection, which closes only once the
-  // listener has.
+  // docs/server.md "Graceful shutdown": a client whose connection the stop ends connects again
+  // at once. It must be refused, not let into the listen backlog that the listener's close then
+  // resets. Here the accept loop's thread is held (in a closing connection's hook) while
+  // stop_serving() is called and a request on the other loop is answered: that answer keeps its
+  // connection, which closes only once the listener has.
   Gate block;  // the /block route
   Gate held;   // loop 0, held in the first closed connection's hook
   std::atomic<bool> hold{true};
