@@ -2,13 +2,14 @@
 // The Pod mutation: docs/spec.md M3's label, M4's Pod spec and M5's env. It is decided once, from
 // the original Pod, as a list of changes (plan_mutation); the changes are then written straight
 // as the JSON Patch text (write_patch, what the server answers), or applied to a copy of the Pod
-// (apply_mutation, what webhook-dryrun prints and the reference the patch is checked against: M6).
+// (apply_mutation: the reference the patch is checked against, M6, and the environment
+// webhook-dryrun --explain shows).
 //
 //   podpatch::Mutation m = podpatch::plan_mutation(view, plan);
 //   std::string patch;
 //   podpatch::write_patch(view, m, patch);       // [{"op":"add",...},...]
 //   json after = view.pod();
-//   podpatch::apply_mutation(after, m);                // json::diff(view.pod(), after) == patch
+//   podpatch::apply_mutation(after, m);          // json::diff(view.pod(), after) == patch
 
 #include <optional>
 #include <string>

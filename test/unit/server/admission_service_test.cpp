@@ -277,6 +277,18 @@ TEST_CASE("envelope failures without a uid are HTTP errors with one line of JSON
              Catch::Contains(R"(denials_total{webhook="validate",reason="request_timeout"} 1)"));
 }
 
+// docs/architecture.md's stage 1: the method first, then the transport's refusal, then the
+// Content-Type; a request wrong in several ways is answered for the first of them.
+TEST_CASE("the envelope's checks answer the first failure: method, refusal, Content-Type",
+          "[service]") {
+  Fixture f;
+  check_status(f.serve({"PUT", "/mutate", "text/plain", "xxxx", server::Refused::kTooLarge}), 405,
+               "method PUT");
+  check_status(f.serve({"POST", "/validate", "text/plain", "xxxx", server::Refused::kBusy}), 503,
+               "retry");
+  check_status(f.serve({"POST", "/mutate", "text/plain", "{}"}), 415, "Content-Type");
+}
+
 TEST_CASE("GET / answers as the Go webhook's probes expect", "[service]") {
   Fixture f;
   server::HttpReply reply = f.serve({"GET", "/", "", ""});
