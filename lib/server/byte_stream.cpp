@@ -195,11 +195,15 @@ void ByteStream::shutdown_send() {
   socket_.shutdown(Tcp::socket::shutdown_send, ec);
 }
 
+// A read that finds bytes does not wait, so the timer cannot end this loop while the client keeps
+// the socket readable: the loop reads the clock itself, and lets the loop's other connections run
+// between reads.
 asio::awaitable<void> ByteStream::discard_until_closed(char* buf, std::size_t len) {
   Io io = Io::kOk;
-  while (io == Io::kOk) {
+  while (io == Io::kOk && !interrupted_ && Clock::now() < watch_->deadline) {
     std::size_t got = 0;
     io = co_await until_done([&] { return read_step(true, buf, len, got); });
+    co_await asio::post(socket_.get_executor(), asio::use_awaitable);
   }
 }
 

@@ -67,7 +67,8 @@ class ByteStream {
   // Ends the sending side: TLS close_notify (best effort), then a TCP half-close.
   void shutdown_send();
   // Reads and discards the socket's raw bytes (past any TLS session), using `buf`, until the
-  // peer closes, the socket fails, the deadline passes or the stream is interrupted.
+  // peer closes, the socket fails, the deadline passes or the stream is interrupted, even while
+  // the peer keeps sending; other coroutines on the loop run between its reads.
   asio::awaitable<void> discard_until_closed(char* buf, std::size_t len);
   void close();
 

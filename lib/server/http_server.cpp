@@ -160,16 +160,23 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
 
 asio::awaitable<void> HttpServer::Connection::run(std::shared_ptr<Connection> self) {
   stream_.expires_at(Clock::now() + o_.read_timeout);  // the handshake and the first byte
-  // (No co_await in an operand of && or ||: GCC 12 runs it even when the left one decides.)
-  bool open = stream_.ok();
-  if (open) {
-    open = co_await stream_.handshake();
-    if (!open && why_.empty()) {
-      why_ = stream_.expired() ? "no request within --read-timeout" : "TLS handshake failed";
+  try {
+    if (o_.on_connection_open) {
+      o_.on_connection_open();
     }
-  }
-  while (open) {
-    open = co_await exchange();
+    // (No co_await in an operand of && or ||: GCC 12 runs it even when the left one decides.)
+    bool open = stream_.ok();
+    if (open) {
+      open = co_await stream_.handshake();
+      if (!open && why_.empty()) {
+        why_ = stream_.expired() ? "no request within --read-timeout" : "TLS handshake failed";
+      }
+    }
+    while (open) {
+      open = co_await exchange();
+    }
+  } catch (...) {  // a callback or an allocation threw: the connection still closes whole
+    why_ = "an internal error";
   }
   finish();
   self.reset();
@@ -177,9 +184,6 @@ asio::awaitable<void> HttpServer::Connection::run(std::shared_ptr<Connection> se
 
 // accept -> handshake -> { head -> budget -> body -> handler -> answer } -> close.
 asio::awaitable<bool> HttpServer::Connection::exchange() {
-  if (!in_.empty() && !begin_request()) {  // pipelined: this request's first bytes are here
-    co_return false;
-  }
   if (!co_await read_while(http1::State::kHead)) {
     co_return false;
   }
@@ -368,7 +372,7 @@ asio::awaitable<HttpReply> HttpServer::Connection::handle() {
   auto run = [&handler = o_.handler, request = view()]() {
     try {
       return handler(request);
-    } catch (const std::exception&) {
+    } catch (...) {
       HttpReply r = status_reply(500, "internal error");
       r.close = true;
       return r;
@@ -409,7 +413,7 @@ asio::awaitable<bool> HttpServer::Connection::refuse(Refusal r) {
     v.refused = r.route;
     try {
       worded = o_.refuse(v);
-    } catch (const std::exception&) {
+    } catch (...) {
       // left unworded: the transport's own Status below
     }
   }
@@ -457,10 +461,12 @@ asio::awaitable<bool> HttpServer::Connection::answer(const HttpReply& reply, boo
     co_return false;
   }
   parser_.reset();  // an idle connection keeps nothing of the request it answered
-  if (in_.empty()) {
-    in_.shrink_to_fit();
-  }
   Clock::time_point now = Clock::now();
+  if (!in_.empty()) {  // pipelined: the next request has begun, so the connection stays busy
+    stream_.expires_at(now + o_.read_timeout);
+    co_return true;
+  }
+  in_.shrink_to_fit();
   idle_since_ = now.time_since_epoch().count();
   state_ = kIdle;
   stream_.expires_at(now + o_.idle_timeout);
@@ -587,15 +593,19 @@ asio::awaitable<void> HttpServer::Impl::accept_loop(Tcp::acceptor& acceptor) {
     if (server.stopping_ || ec == asio::error::operation_aborted) {
       break;
     }
-    if (ec == asio::error::no_descriptors || ec == std::errc::too_many_files_open_in_system) {
-      if (!evict_oldest_idle()) {  // nothing to evict: try again shortly
+    bool out_of_descriptors =
+        ec == asio::error::no_descriptors || ec == std::errc::too_many_files_open_in_system;
+    if (ec) {
+      if (!(out_of_descriptors && evict_oldest_idle())) {
+        // Nothing to evict, or another failure (out of kernel memory, say): try again shortly.
         asio::steady_timer pause(acceptor.get_executor(), kAcceptRetry);
         co_await pause.async_wait(asio::redirect_error(asio::use_awaitable, ec));
       }
       continue;
     }
-    if (!ec) {
+    try {
       admit(std::move(socket));
+    } catch (...) {  // that connection is lost (its socket closes), not the listener
     }
   }
 }
@@ -605,15 +615,13 @@ void HttpServer::Impl::admit(Tcp::socket socket) {
     return;  // every connection is mid-request: refuse the newest (the socket closes)
   }
   auto c = std::make_shared<Connection>(server, std::move(socket));
+  asio::awaitable<void> served = c->run(c);  // once spawned, run() closes it whatever it meets
   {
     std::lock_guard<std::mutex> lock(mu);
     c->place = open.insert(open.end(), c.get());
   }
-  if (server.options_.on_connection_open) {
-    server.options_.on_connection_open();
-  }
   asio::any_io_executor ex = c->executor();
-  asio::co_spawn(ex, c->run(c), asio::detached);
+  asio::co_spawn(ex, std::move(served), asio::detached);
 }
 
 // The oldest connection without a request in progress, closed to make room.

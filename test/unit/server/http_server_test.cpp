@@ -489,6 +489,93 @@ TEST_CASE("a refusal whose wording throws is still answered, and the connection 
   CHECK(eventually([&] { return s.http->open_connections() == 0; }));
 }
 
+TEST_CASE("a wording or a handler that throws what is not an exception is still answered",
+          "[transport]") {
+  server::HttpServerOptions o = small();
+  o.refuse = [](const server::HttpRequestView&) -> server::HttpReply { throw 7; };
+  o.handler = [](const server::HttpRequestView&) -> server::HttpReply { throw 8; };
+  TestServer s(std::move(o));
+  {
+    Socket c(s.port);
+    c.send("POST /big HTTP/1.1\r\nHost: t\r\nContent-Length: 2000000\r\n\r\n");
+    CHECK_THAT(c.read_response(),
+               Catch::StartsWith("HTTP/1.1 413") && Catch::Contains("\"code\":413"));
+  }
+  {
+    Socket c(s.port);
+    c.send(post("/small", "abc"));
+    CHECK_THAT(c.read_response(), Catch::StartsWith("HTTP/1.1 500") &&
+                                      Catch::Contains("internal error") &&
+                                      Catch::Contains("Connection: close"));
+  }
+  REQUIRE(s.wait_answered(2));
+  CHECK(s.response_codes() == std::vector<int>{413, 500});
+  CHECK(eventually([&] { return s.http->open_connections() == 0; }));
+}
+
+// What a callback of the transport's throws ends that connection, and only it: it is closed and
+// counted closed, its budget is given back, and the server goes on.
+TEST_CASE("a connection whose callback throws closes whole, and the server goes on",
+          "[transport]") {
+  server::MemoryBudget budget(3 << 20);
+  server::HttpServerOptions o = budgeted(budget);
+  std::atomic<int> requests{0};
+  o.on_request = [&](std::string_view) {
+    if (requests++ == 0) {
+      throw std::runtime_error("metrics failed");
+    }
+  };
+  TestServer s(std::move(o));
+  {
+    Socket c(s.port);
+    c.send(post("/first", "abc"));
+    CHECK(c.read_all().empty());  // closed unanswered
+  }
+  REQUIRE(s.wait_closed(1));
+  CHECK(eventually([&] { return s.http->open_connections() == 0; }));
+  CHECK(budget.in_use() == 0);
+  Socket next(s.port);
+  next.send(post("/second", "abc"));
+  CHECK_THAT(next.read_response(), Catch::EndsWith("POST /second 3"));
+}
+
+// A client that keeps sending after its refusal keeps the socket readable, so no read of the
+// lingering close ever waits: it still ends after its second, and the loop it shares stays
+// responsive meanwhile.
+TEST_CASE("a lingering close ends on time while the client keeps sending", "[transport]") {
+  TestServer s(small(1));  // one I/O thread: the lingering connection shares it with the next
+  Socket c(s.port);
+  c.send("NOT AN HTTP REQUEST\r\n\r\n");
+  CHECK_THAT(c.read_response(), Catch::StartsWith("HTTP/1.1 400"));
+  Clock::time_point refused = Clock::now();
+  std::vector<std::thread> senders;
+  std::atomic<std::int64_t> failed_after_ms{-1};
+  for (int i = 0; i < 3; ++i) {
+    senders.emplace_back([&] {
+      const std::string chunk(1 << 20, 'x');
+      while (Clock::now() - refused < 4s) {
+        if (!c.send(chunk)) {
+          auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - refused);
+          std::int64_t unset = -1;
+          failed_after_ms.compare_exchange_strong(unset, ms.count());
+          return;
+        }
+      }
+    });
+  }
+  Socket other(s.port);
+  Clock::time_point asked = Clock::now();
+  other.send(post("/other", "abc"));
+  CHECK_THAT(other.read_response(), Catch::EndsWith("POST /other 3"));
+  CHECK(Clock::now() - asked < 500ms);
+  for (std::thread& t : senders) {
+    t.join();
+  }
+  // The linger is a second; the sends fail once the server has closed (a reset).
+  CHECK(failed_after_ms >= 0);
+  CHECK(failed_after_ms < 2000);
+}
+
 TEST_CASE("requests over the in-flight budget wait for room, then are served", "[transport]") {
   server::MemoryBudget budget(3 << 20);
   Gate gate;
@@ -629,6 +716,8 @@ TEST_CASE("at stop, a connection not yet served gets one request if it begins at
   REQUIRE(s.wait_opened(2));
   auto start = Clock::now();
   s.http->stop_serving();
+  // The stop reaches the connections on the accept loop's thread, once the listener is closed.
+  REQUIRE(eventually([&] { return !Socket(s.port).connected(); }));
   late.send(post("/late", "x"));
   std::string answer = late.read_response();
   CHECK_THAT(answer, Catch::Contains("Connection: close") && Catch::EndsWith("POST /late 1"));
