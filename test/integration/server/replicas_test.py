@@ -198,9 +198,9 @@ def burst(work):
     3 replicas: every slot exactly once, every slice's Pods agree on their peers; the claims are
     in one Lease of the webhook's namespace, and it is deleted once they expire. The Lease and
     the API's write counts are read as soon as the answers are in, and the claims live 20 s:
-    long enough for that on a slow (sanitizer) build or a loaded machine. (Not long enough for
-    the 64 kubectl patches after it there: once the first claims expire, a janitor rewrites the
-    Lease, a write that is not a Pod's.) The 64 claims are 64 writes of that one Lease, so the
+    long enough for that on a slow (sanitizer) build or a loaded machine, though not always for
+    the 64 kubectl patches that follow: once the first claims expire, a janitor rewrites the
+    Lease, a write that is not a Pod's. The 64 claims are 64 writes of that one Lease, so the
     last of them waits for most of the others: about 1 s under TSan on an idle 2-core machine,
     2 s beside two busy loops, past the default --claim-timeout of 3 s with three TSan tests
     running at once. This test is about each slot once, not that budget (`partition` is), so

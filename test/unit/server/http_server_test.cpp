@@ -489,6 +489,7 @@ TEST_CASE("a refusal whose wording throws is still answered, and the connection 
   CHECK(eventually([&] { return s.http->open_connections() == 0; }));
 }
 
+// docs/server.md "Connections and limits": a route that throws is answered 500.
 TEST_CASE("a wording or a handler that throws what is not an exception is still answered",
           "[transport]") {
   server::HttpServerOptions o = small();
@@ -513,8 +514,9 @@ TEST_CASE("a wording or a handler that throws what is not an exception is still 
   CHECK(eventually([&] { return s.http->open_connections() == 0; }));
 }
 
-// What a callback of the transport's throws ends that connection, and only it: it is closed and
-// counted closed, its budget is given back, and the server goes on.
+// docs/server.md "Connections and limits": what a callback of the transport's throws ends that
+// connection, and only it: it is closed and counted closed, its budget is given back, and the
+// server goes on.
 TEST_CASE("a connection whose callback throws closes whole, and the server goes on",
           "[transport]") {
   server::MemoryBudget budget(3 << 20);
@@ -539,9 +541,9 @@ TEST_CASE("a connection whose callback throws closes whole, and the server goes 
   CHECK_THAT(next.read_response(), Catch::EndsWith("POST /second 3"));
 }
 
-// A client that keeps sending after its refusal keeps the socket readable, so no read of the
-// lingering close ever waits: it still ends after its second, and the loop it shares stays
-// responsive meanwhile.
+// docs/server.md "Connections and limits", the lingering close: a client that keeps sending
+// after its refusal keeps the socket readable, so no read of the drain ever waits; it still ends
+// after its second, and the loop it shares stays responsive meanwhile.
 TEST_CASE("a lingering close ends on time while the client keeps sending", "[transport]") {
   TestServer s(small(1));  // one I/O thread: the lingering connection shares it with the next
   Socket c(s.port);
