@@ -78,6 +78,12 @@ class RequestParser {
   const Head& head() const { return head_; }
   const std::string& body() const { return body_; }
   const ParseError& error() const { return error_; }
+  // A request has begun: something other than the empty lines a request line may follow (RFC
+  // 9112 2.2, ignored) was consumed.
+  bool begun() const {
+    return state_ != State::kHead || saw_request_line_ ||
+           line_.find_first_not_of('\r') != std::string::npos;
+  }
   // The body length still expected when the length is known (Content-Length), else 0.
   std::size_t body_remaining() const;
   // Reserves room for the declared body (the transport calls it once the memory is granted).

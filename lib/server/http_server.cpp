@@ -113,7 +113,8 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
   void wake_if_idle();
   Clock::rep idle_since() const { return idle_since_.load(); }  // read by evictions
   bool idle() const { return state_ == kIdle; }
-  // A byte of the current request has arrived (begin_request) and its answer is not written.
+  // A byte of the current request (not an empty line before it) has arrived (begin_request),
+  // and its answer is not written.
   bool in_request() const { return state_ == kBusy; }
   asio::any_io_executor executor() { return stream_.socket().get_executor(); }
   std::list<Connection*>::iterator place;
@@ -238,8 +239,8 @@ void HttpServer::Connection::feed(std::string_view data) {
   }
 }
 
-// A request's first byte has arrived: the connection is busy (no longer evictable) and the
-// request's deadline starts. False when it was evicted just before.
+// A request's first byte (not an empty line before it) has arrived: the connection is busy (no
+// longer evictable) and the request's deadline starts. False when it was evicted just before.
 bool HttpServer::Connection::begin_request() {
   int idle = kIdle;
   if (!state_.compare_exchange_strong(idle, kBusy)) {
@@ -331,10 +332,10 @@ asio::awaitable<bool> HttpServer::Connection::read_body() {
 
 // Feeds the parser what is already read, then reads (waiting within the deadline) until it
 // leaves `phase`: false when the connection ended early or the request was malformed (each
-// answered as it must be), true when the phase is complete. A request's first byte starts its
-// deadline and makes the connection busy (no longer evictable).
+// answered as it must be), true when the phase is complete. A request's first byte (not an
+// empty line before it) starts its deadline and makes the connection busy (no longer evictable).
 asio::awaitable<bool> HttpServer::Connection::read_while(http1::State phase) {
-  if (!in_.empty()) {
+  if (parser_.state() == phase && !in_.empty()) {
     in_.erase(0, parser_.feed(in_));
   }
   while (parser_.state() == phase) {
@@ -343,10 +344,10 @@ asio::awaitable<bool> HttpServer::Connection::read_while(http1::State phase) {
     if (io != Io::kOk) {
       co_return co_await ended_early(io);
     }
-    if (!in_request() && !begin_request()) {
+    feed(std::string_view(scratch(), got));  // nothing ran on this thread since the read
+    if (!in_request() && parser_.begun() && !begin_request()) {
       co_return false;  // evicted just before: why_ says so
     }
-    feed(std::string_view(scratch(), got));  // nothing ran on this thread since the read
   }
   if (parser_.state() == http1::State::kError) {  // a body over the limit names its route
     const http1::ParseError& e = parser_.error();
@@ -460,9 +461,10 @@ asio::awaitable<bool> HttpServer::Connection::answer(const HttpReply& reply, boo
     co_await linger();
     co_return false;
   }
-  parser_.reset();  // an idle connection keeps nothing of the request it answered
+  parser_.reset();                  // an idle connection keeps nothing of the request it answered
+  in_.erase(0, parser_.feed(in_));  // empty lines after a request begin none
   Clock::time_point now = Clock::now();
-  if (!in_.empty()) {  // pipelined: the next request has begun, so the connection stays busy
+  if (parser_.begun()) {  // pipelined: the next request has begun, so the connection stays busy
     stream_.expires_at(now + o_.read_timeout);
     co_return true;
   }

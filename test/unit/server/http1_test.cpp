@@ -378,6 +378,32 @@ TEST_CASE("empty lines before the request line are ignored", "[http1]") {
                 Want{.method = "GET", .path = "/healthz"}, "");
 }
 
+TEST_CASE("empty lines begin no request; the request line's first byte, or a refusal, does",
+          "[http1]") {
+  server::http1::RequestParser p(server::http1::Limits{});
+  CHECK_FALSE(p.begun());
+  CHECK(p.feed("\r\n\r\n\r") == 5);  // the last CR may end a third empty line
+  CHECK(p.state() == server::http1::State::kHead);
+  CHECK_FALSE(p.begun());
+  CHECK(p.feed("\nG") == 2);
+  CHECK(p.begun());
+  p.reset();
+  CHECK_FALSE(p.begun());
+  p.feed("\n");  // a bare LF: refused, and the refusal is a request begun
+  CHECK(p.state() == server::http1::State::kError);
+  CHECK(p.begun());
+  server::http1::Limits tight;
+  tight.max_head_bytes = 64;
+  server::http1::RequestParser endless(tight);
+  for (int i = 0; i < 31; ++i) {
+    endless.feed("\r\n");
+  }
+  CHECK_FALSE(endless.begun());
+  endless.feed("\r\n\r\n");  // empty lines count toward the head's limit
+  CHECK(endless.state() == server::http1::State::kError);
+  CHECK(endless.error().status == 431);
+}
+
 TEST_CASE("header names are case-insensitive", "[http1]") {
   check_request(
       "POST /mutate HTTP/1.1\r\nhOST: h\r\ncontent-LENGTH: 2\r\nCONTENT-TYPE: application/json\r\n"

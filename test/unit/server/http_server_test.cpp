@@ -386,6 +386,41 @@ TEST_CASE("a keep-alive connection is closed after the idle timeout", "[transpor
   CHECK(Clock::now() - start >= 1s);
 }
 
+// docs/server.md "Framing": empty lines before a request line are ignored, so they begin no
+// request.
+TEST_CASE("an empty line after a request begins none: the connection idles, never answered 408",
+          "[transport]") {
+  server::HttpServerOptions o = small();
+  o.read_timeout = 300ms;
+  o.idle_timeout = 1500ms;
+  TestServer s(std::move(o));
+  Socket c(s.port);
+  c.send("\r\n" + post("/a", "12345") + "\r\n");
+  CHECK_THAT(c.read_response(), Catch::EndsWith("POST /a 5"));
+  auto answered = Clock::now();
+  CHECK(c.read_all().empty());               // closed with nothing more said
+  CHECK(Clock::now() - answered >= 1000ms);  // by the idle timeout, not the read timeout
+  REQUIRE(s.wait_closed(1));
+  CHECK_THAT(s.logged(), Catch::Contains("\"reason\":\"idle\""));
+  CHECK(s.response_codes() == std::vector<int>{200});
+}
+
+TEST_CASE("a connection that sent only an empty line since its answer is idle: the cap evicts it",
+          "[transport]") {
+  server::HttpServerOptions o = small();
+  o.max_connections = 1;
+  o.read_timeout = 5000ms;
+  o.idle_timeout = 5000ms;
+  TestServer s(std::move(o));
+  Socket idle(s.port);
+  idle.send(post("/a", "") + "\r\n");  // one segment: read with the request
+  CHECK_THAT(idle.read_response(), Catch::EndsWith("POST /a 0"));
+  Socket c(s.port);
+  c.send(post("/new", ""));
+  CHECK_THAT(c.read_response(), Catch::EndsWith("POST /new 0"));
+  CHECK(idle.closed_by_server());
+}
+
 TEST_CASE("at the connection cap the oldest idle connection makes room", "[transport]") {
   server::HttpServerOptions o = small();
   o.max_connections = 8;
