@@ -23,7 +23,7 @@ constexpr int kBacklog = 1024;
 constexpr std::size_t kReadChunk = std::size_t{64} * 1024;
 constexpr std::size_t kPrefixBytes = std::size_t{64} * 1024;  // enough body to read a uid
 constexpr auto kLingerTime = 1s;
-constexpr auto kAcceptRetry = 50ms;       // out of descriptors with nothing to evict
+constexpr auto kAcceptRetry = 50ms;       // the pause after a failed accept, at most
 constexpr auto kFirstRequestAtStop = 1s;  // for a connection accepted but silent at stop
 
 // Where a connection's bytes are read: one buffer per I/O thread, filled by a read that never
@@ -54,6 +54,7 @@ struct HttpServer::Impl {
       loops.push_back(std::make_unique<asio::io_context>(1));
       guards.emplace_back(loops.back()->get_executor());
     }
+    room.emplace(*loops[0]);
     for (int i = 0; i < std::max(1, handler_threads); ++i) {
       handlers.push_back(webhook::named_thread(s.options_.name + "-handler" + std::to_string(i),
                                                [this] { pool.run(); }));
@@ -85,6 +86,9 @@ struct HttpServer::Impl {
   std::vector<std::thread> handlers;
   std::vector<Tcp::acceptor> acceptors;  // on loops[0]
   std::size_t next = 0;                  // on loops[0]
+  // On loops[0]: out of descriptors, an accept waits here for the one it evicted to close
+  // (finish() cancels the wait).
+  std::optional<asio::steady_timer> room;
   std::atomic<bool> stop_requested{false};
 
   mutable std::mutex mu;
@@ -512,6 +516,9 @@ void HttpServer::Connection::finish() {
       impl.open.erase(place);
     }
   }
+  if (state_ == kEvicted) {  // its descriptor is free: an accept may be waiting for it
+    asio::post(*impl.loops[0], [&impl] { impl.room->cancel(); });
+  }
   if (o_.on_connection_close) {
     o_.on_connection_close();
   }
@@ -595,14 +602,15 @@ asio::awaitable<void> HttpServer::Impl::accept_loop(Tcp::acceptor& acceptor) {
     if (server.stopping_ || ec == asio::error::operation_aborted) {
       break;
     }
-    bool out_of_descriptors =
-        ec == asio::error::no_descriptors || ec == std::errc::too_many_files_open_in_system;
     if (ec) {
-      if (!(out_of_descriptors && evict_oldest_idle())) {
-        // Nothing to evict, or another failure (out of kernel memory, say): try again shortly.
-        asio::steady_timer pause(acceptor.get_executor(), kAcceptRetry);
-        co_await pause.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      // Out of descriptors, the oldest idle connection is closed and the next accept waits for
+      // its descriptor, not to close another while it is on its way; with none to evict, or on
+      // another failure (out of kernel memory, say), the next accept is shortly after.
+      if (ec == asio::error::no_descriptors || ec == std::errc::too_many_files_open_in_system) {
+        evict_oldest_idle();
       }
+      room->expires_after(kAcceptRetry);
+      co_await room->async_wait(asio::redirect_error(asio::use_awaitable, ec));
       continue;
     }
     try {

@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -16,6 +17,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <condition_variable>
+#include <filesystem>
 #include <mutex>
 #include <sstream>
 #include <stdexcept>
@@ -437,6 +439,48 @@ TEST_CASE("at the connection cap the oldest idle connection makes room", "[trans
   CHECK_THAT(c.read_response(), Catch::EndsWith("POST /new 0"));
   CHECK(idle.front()->closed_by_server());
   CHECK(s.http->open_connections() <= 8);
+}
+
+// The descriptors this process has open.
+int open_descriptors() {
+  int n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    ++n;
+  }
+  return n - 1;  // the directory's own
+}
+
+// docs/server.md "Connections and limits": out of descriptors, the oldest idle connection is
+// closed to make room, and the listener waits for its descriptor rather than closing more.
+TEST_CASE("out of descriptors, a new connection closes one idle connection, not more",
+          "[transport]") {
+  TestServer s(small());
+  std::vector<std::unique_ptr<Socket>> idle;
+  for (int i = 0; i < 8; ++i) {
+    idle.push_back(std::make_unique<Socket>(s.port));
+    idle.back()->send(post("/idle", ""));
+    REQUIRE_THAT(idle.back()->read_response(), Catch::EndsWith("POST /idle 0"));
+  }
+  rlimit was{};
+  REQUIRE(getrlimit(RLIMIT_NOFILE, &was) == 0);
+  rlimit tight = was;
+  tight.rlim_cur = static_cast<rlim_t>(open_descriptors() + 1);  // the new client's socket
+  REQUIRE(setrlimit(RLIMIT_NOFILE, &tight) == 0);
+  std::string answer;
+  {
+    Socket c(s.port);
+    bool sent = c.connected() && c.send(post("/new", ""));
+    answer = c.read_response();  // the server accepts it once an idle one has closed
+    REQUIRE(setrlimit(RLIMIT_NOFILE, &was) == 0);
+    REQUIRE(sent);
+  }
+  CHECK_THAT(answer, Catch::EndsWith("POST /new 0"));
+  int answered = 0;  // an evicted connection is never answered again
+  for (const auto& c : idle) {
+    c->send(post("/again", ""));
+    answered += c->read_response().empty() ? 0 : 1;
+  }
+  CHECK(answered == 7);
 }
 
 TEST_CASE("a refused head closes the connection; what follows it is never answered",
