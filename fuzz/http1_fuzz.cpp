@@ -1,7 +1,9 @@
 // libFuzzer target (e): bytes -> server::http1::RequestParser, fed whole and split where the
 // first byte says. Properties checked on every input: no crash, no sanitizer report; feed()
 // never consumes more than it is given; the same bytes give the same outcome however they are
-// split; after an error nothing more is consumed; a body never exceeds max_body_bytes.
+// split; after an error nothing more is consumed; a body never exceeds max_body_bytes; a
+// request has begun (begun()) once the head holds a byte other than CR and LF, or the parser has
+// left the head, and not before.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -26,10 +28,15 @@ Outcome run(std::string_view bytes, std::size_t split) {
   server::http1::RequestParser p(limits);
   Outcome out{server::http1::State::kHead, 0, "", "", "", 0};
   std::string_view pieces[2] = {bytes.substr(0, split), bytes.substr(split)};
+  bool content = false;  // a byte other than CR and LF consumed since the last reset
   for (std::string_view piece : pieces) {
     while (!piece.empty()) {
       std::size_t used = p.feed(piece);
       if (used > piece.size() || p.body().size() > limits.max_body_bytes) {
+        __builtin_trap();
+      }
+      content = content || piece.substr(0, used).find_first_not_of("\r\n") != piece.npos;
+      if (p.begun() != (content || p.state() != server::http1::State::kHead)) {
         __builtin_trap();
       }
       piece.remove_prefix(used);
@@ -47,6 +54,7 @@ Outcome run(std::string_view bytes, std::size_t split) {
         out.path = p.head().path;
         out.body = p.body();
         p.reset();
+        content = false;
       } else if (used == 0) {
         __builtin_trap();  // needs more bytes yet consumed none
       }
