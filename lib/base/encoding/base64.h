@@ -1,5 +1,6 @@
 #pragma once
-// Standard base64 (RFC 4648, with padding) over OpenSSL's EVP_EncodeBlock/EVP_DecodeBlock.
+// Standard base64 (RFC 4648, with padding): encoded by a table of character pairs, decoded by
+// OpenSSL's EVP_DecodeBlock.
 
 #include <optional>
 #include <string>
