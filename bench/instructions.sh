@@ -43,27 +43,15 @@ source "$ROOT/bench/lib.sh"
 [[ "$REQUESTS" =~ ^[1-9][0-9]*$ && "$WARMUP_REQUESTS" =~ ^[1-9][0-9]*$ ]] ||
   die "REQUESTS=$REQUESTS WARMUP_REQUESTS=$WARMUP_REQUESTS: give whole numbers above 0"
 [[ "$WORKER" =~ ^[0-9]+$ ]] || die "WORKER=$WORKER: give a worker's index, 0 or more"
-for tool in valgrind callgrind_control openssl curl python3; do
-  command -v "$tool" >/dev/null 2>&1 || die "$tool is missing (bash scripts/setup.sh installs it)"
-done
+need_tools valgrind callgrind_control openssl curl python3
 
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/webhook-instructions.XXXXXX")"
 WH_PID=""
 trap 'stop_webhook; rm -rf "$WORK"' EXIT
 trap 'exit 1' INT TERM
 
-if [[ -z "${BENCH_NO_BUILD:-}" ]]; then
-  [[ -f "$BUILD/CMakeCache.txt" ]] ||
-    cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
-  cmake --build "$BUILD" -j"$(nproc)" --target kuberay-tpu-webhook make-review \
-    > "$WORK/build.log" 2>&1 || { tail -40 "$WORK/build.log" >&2; die "the build failed"; }
-fi
-WEBHOOK="${WEBHOOK:-$BUILD/cmd/webhook/kuberay-tpu-webhook}"
-MAKE_REVIEW="$BUILD/bench/make-review"
-for f in "$WEBHOOK" "$MAKE_REVIEW" ${BASELINE:+"$BASELINE"}; do
-  [[ -x "$f" ]] ||
-    die "$f is not built (cmake --build $BUILD --target kuberay-tpu-webhook make-review)"
-done
+build_targets kuberay-tpu-webhook make-review
+[[ -z "${BASELINE:-}" || -x "$BASELINE" ]] || die "BASELINE=$BASELINE is not an executable"
 
 bench_certificate
 "$MAKE_REVIEW" --worker "$WORKER" --uid bench-uid "$CLUSTER" > "$WORK/review.json" ||

@@ -1,11 +1,46 @@
-# Shared by bench/run.sh and bench/slice_sizes.sh (sourced, not run): starting the webhook as
-# kube-apiserver reaches it, driving it with wrk, and reading a server's own CPU, context
-# switches, peak RSS and allocations from /proc and the allocation hook.
-# The caller sets WORK (a scratch directory), WEBHOOK (the binary) and USER_AGENT, makes the
-# certificate $WORK/tls.crt/tls.key (bench_certificate), and stops the webhook on exit
-# (stop_webhook).
+# Shared by bench/run.sh, bench/slice_sizes.sh and bench/instructions.sh (sourced, not run):
+# building and finding the binaries, starting the webhook as kube-apiserver reaches it, driving
+# it with wrk, and reading a server's own CPU, context switches, peak RSS and allocations from
+# /proc and the allocation hook.
+# The caller sets ROOT, BUILD, WORK (a scratch directory) and USER_AGENT, builds and finds the
+# binaries (build_targets), makes the certificate $WORK/tls.crt/tls.key (bench_certificate), and
+# stops the webhook on exit (stop_webhook).
 
 die() { echo "bench: $*" >&2; exit 1; }
+
+# need_tools TOOL...: dies naming the first one that is not on PATH.
+need_tools() {
+  local tool
+  for tool in "$@"; do
+    command -v "$tool" >/dev/null 2>&1 || die "$tool is missing (bash scripts/setup.sh installs it)"
+  done
+}
+
+# build_targets TARGET...: builds TARGETs (kuberay-tpu-webhook, make-review, alloc-count) in
+# $BUILD, configured Release when new, unless BENCH_NO_BUILD is set (the log: $WORK/build.log);
+# then sets WEBHOOK (unless set), MAKE_REVIEW and ALLOC_HOOK, and dies when a TARGET's file is
+# missing.
+build_targets() {
+  if [[ -z "${BENCH_NO_BUILD:-}" ]]; then
+    [[ -f "$BUILD/CMakeCache.txt" ]] ||
+      cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
+    cmake --build "$BUILD" -j"$(nproc)" --target "$@" > "$WORK/build.log" 2>&1 ||
+      { tail -40 "$WORK/build.log" >&2; die "the build failed"; }
+  fi
+  WEBHOOK="${WEBHOOK:-$BUILD/cmd/webhook/kuberay-tpu-webhook}"
+  MAKE_REVIEW="$BUILD/bench/make-review"
+  ALLOC_HOOK="$BUILD/bench/liballoc-count.so"
+  local target file
+  for target in "$@"; do
+    case "$target" in
+      kuberay-tpu-webhook) file="$WEBHOOK" ;;
+      make-review) file="$MAKE_REVIEW" ;;
+      alloc-count) file="$ALLOC_HOOK" ;;
+      *) die "build_targets: no such target: $target" ;;
+    esac
+    [[ -f "$file" ]] || die "$file is not built (cmake --build $BUILD --target $*)"
+  done
+}
 
 # The allocator BINARY links: "jemalloc" or "glibc malloc". (ldd's whole output is read first:
 # `ldd | grep -q` under pipefail fails at random, when grep quits before ldd has written all.)

@@ -61,9 +61,7 @@ done
    "$THREADS" -le "$CONNECTIONS" ]] ||
   die "CONNECTIONS=$CONNECTIONS THREADS=$THREADS: give whole numbers, 2 <= CONNECTIONS" \
     "(1 is always run), THREADS <= CONNECTIONS"
-for tool in wrk nginx openssl curl python3; do
-  command -v "$tool" >/dev/null 2>&1 || die "$tool is missing (bash scripts/setup.sh installs it)"
-done
+need_tools wrk nginx openssl curl python3
 NGINX="$(command -v nginx)"
 LOADAVG_BEFORE="$(cut -d' ' -f1-3 /proc/loadavg)"
 STARTED="$(date -u '+%Y-%m-%d %H:%M:%S UTC')"
@@ -85,20 +83,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 
-if [[ -z "${BENCH_NO_BUILD:-}" ]]; then
-  [[ -f "$BUILD/CMakeCache.txt" ]] ||
-    cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
-  cmake --build "$BUILD" -j"$(nproc)" --target kuberay-tpu-webhook make-review alloc-count \
-    > "$WORK/build.log" 2>&1 || { tail -40 "$WORK/build.log" >&2; die "the build failed"; }
-fi
+build_targets kuberay-tpu-webhook make-review alloc-count
 BUILD_SECONDS=$((SECONDS - T0))
-WEBHOOK="${WEBHOOK:-$BUILD/cmd/webhook/kuberay-tpu-webhook}"
-MAKE_REVIEW="$BUILD/bench/make-review"
-ALLOC_HOOK="$BUILD/bench/liballoc-count.so"
-for f in "$WEBHOOK" "$MAKE_REVIEW" "$ALLOC_HOOK"; do
-  [[ -f "$f" ]] ||
-    die "$f is not built (cmake --build $BUILD --target kuberay-tpu-webhook make-review alloc-count)"
-done
 BUILD_TYPE="$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$BUILD/CMakeCache.txt" 2>/dev/null || true)"
 ALLOCATOR="$(allocator_of "$WEBHOOK")"
 

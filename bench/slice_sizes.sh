@@ -35,9 +35,7 @@ source "$ROOT/bench/lib.sh"
 for d in DURATION WARMUP ALLOC_DURATION; do  # wrk takes whole units only
   [[ "${!d}" =~ ^[1-9][0-9]*[smh]?$ ]] || die "$d=${!d}: give whole seconds such as 10s (or 2m)"
 done
-for tool in wrk openssl curl python3; do
-  command -v "$tool" >/dev/null 2>&1 || die "$tool is missing (bash scripts/setup.sh installs it)"
-done
+need_tools wrk openssl curl python3
 LOADAVG_BEFORE="$(cut -d' ' -f1-3 /proc/loadavg)"
 STARTED="$(date -u '+%Y-%m-%d %H:%M:%S UTC')"
 
@@ -46,19 +44,7 @@ WH_PID=""
 trap 'stop_webhook; rm -rf "$WORK"' EXIT
 trap 'exit 1' INT TERM
 
-if [[ -z "${BENCH_NO_BUILD:-}" ]]; then
-  [[ -f "$BUILD/CMakeCache.txt" ]] ||
-    cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
-  cmake --build "$BUILD" -j"$(nproc)" --target kuberay-tpu-webhook make-review alloc-count \
-    > "$WORK/build.log" 2>&1 || { tail -40 "$WORK/build.log" >&2; die "the build failed"; }
-fi
-WEBHOOK="${WEBHOOK:-$BUILD/cmd/webhook/kuberay-tpu-webhook}"
-MAKE_REVIEW="$BUILD/bench/make-review"
-ALLOC_HOOK="$BUILD/bench/liballoc-count.so"
-for f in "$WEBHOOK" "$MAKE_REVIEW" "$ALLOC_HOOK"; do
-  [[ -f "$f" ]] ||
-    die "$f is not built (cmake --build $BUILD --target kuberay-tpu-webhook make-review alloc-count)"
-done
+build_targets kuberay-tpu-webhook make-review alloc-count
 
 bench_certificate
 # name hosts worker file
