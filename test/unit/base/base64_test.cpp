@@ -27,6 +27,8 @@ TEST_CASE("base64_decode refuses malformed text", "[admission]") {
   CHECK_FALSE(webhook::base64_decode(text).has_value());
 }
 
+// docs/spec.md "Envelope": an answer's patch is base64-encoded (RFC 4648, padded); OpenSSL's
+// EVP_EncodeBlock, an implementation of its own, is the oracle.
 TEST_CASE("base64 encodes as OpenSSL does, whatever the bytes and the length", "[admission]") {
   std::uint32_t state = 12345;  // a fixed xorshift sequence: every byte value, every remainder
   std::string bytes;

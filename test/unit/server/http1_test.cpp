@@ -378,6 +378,8 @@ TEST_CASE("empty lines before the request line are ignored", "[http1]") {
                 Want{.method = "GET", .path = "/healthz"}, "");
 }
 
+// docs/server.md "Framing": empty lines before a request line are ignored (RFC 9112 2.2), so
+// they begin no request.
 TEST_CASE("empty lines begin no request; the request line's first byte, or a refusal, does",
           "[http1]") {
   server::http1::RequestParser p(server::http1::Limits{});
