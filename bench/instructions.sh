@@ -54,8 +54,9 @@ build_targets kuberay-tpu-webhook make-review
 [[ -z "${BASELINE:-}" || -x "$BASELINE" ]] || die "BASELINE=$BASELINE is not an executable"
 
 bench_certificate
-"$MAKE_REVIEW" --worker "$WORKER" --uid bench-uid "$CLUSTER" > "$WORK/review.json" ||
-  die "cannot make the review of worker $WORKER of $CLUSTER"
+"$MAKE_REVIEW" --worker "$WORKER" --uid bench-uid "$CLUSTER" > "$WORK/review.json" \
+  2> "$WORK/review.err" ||
+  die "cannot make the review of worker $WORKER of $CLUSTER: $(tail -1 "$WORK/review.err")"
 
 # send PORT COUNT: COUNT admissions over one keep-alive TLS connection, each checked.
 send() {
