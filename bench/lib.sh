@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared by bench/run.sh, bench/slice_sizes.sh and bench/instructions.sh (sourced, not run):
 # building and finding the binaries, starting the webhook as kube-apiserver reaches it, driving
 # it with wrk, and reading a server's own CPU, context switches, peak RSS and allocations from
@@ -171,16 +172,19 @@ ctx_switches() {
   for p in "$@"; do cat /proc/"$p"/task/*/status 2>/dev/null; done |
     awk '/^(non)?voluntary_ctxt_switches:/ {s += $2} END {print s + 0}'
 }
-# {"ROLE": context switches so far} over the threads of one PID, a thread's role being its name
-# (/proc/PID/task/TID/comm) without its trailing digits: the webhook's https-io0 and https-io1
-# are both https-io.
+# {"ROLE": [voluntary, involuntary]} context switches so far over the threads of one PID, a
+# thread's role being its name (/proc/PID/task/TID/comm) without its trailing digits: the
+# webhook's https-io0 and https-io1 are both https-io. A voluntary switch is a thread going to
+# sleep (waiting for a socket, a lock or work); an involuntary one is the kernel preempting it.
 ctx_by_role() {
   local t
   for t in /proc/"$1"/task/*; do
     printf '%s %s\n' "$(cat "$t/comm" 2>/dev/null || echo gone)" "$(awk \
-      '/^(non)?voluntary_ctxt_switches:/ {s += $2} END {print s + 0}' "$t/status" 2>/dev/null)"
-  done | awk '{sub(/[0-9]+$/, "", $1); s[$1] += $2}
-    END {printf "{"; n = 0; for (k in s) printf "%s\"%s\": %d", (n++ ? ", " : ""), k, s[k]; print "}"}'
+      '/^voluntary_ctxt_switches:/ {v = $2} /^nonvoluntary_ctxt_switches:/ {n = $2}
+       END {print v + 0, n + 0}' "$t/status" 2>/dev/null || echo 0 0)"
+  done | awk '{sub(/[0-9]+$/, "", $1); v[$1] += $2; n[$1] += $3}
+    END {printf "{"; k = 0
+         for (r in v) printf "%s\"%s\": [%d, %d]", (k++ ? ", " : ""), r, v[r], n[r]; print "}"}'
 }
 peak_rss_kib() {
   local p

@@ -264,10 +264,13 @@ for c in (1, conns):
     r = rows[("webhook", c)]
     n = max(r["wrk"]["requests"], 1)
     before, after = r["roles_before"] or {}, r["roles_after"] or {}
-    per_role = {k: (v - before.get(k, 0)) / n for k, v in after.items()}
-    shown = ", ".join(f"{k} {v:.2f}" for k, v in sorted(per_role.items(), key=lambda kv: -kv[1])
-                      if v >= 0.005)
-    print(f"webhook ctxsw/req by thread at {c} connection{'s' if c > 1 else ''}: {shown}")
+    per_role = {k: [(a - b) / n for a, b in zip(v, before.get(k, [0, 0]))]
+                for k, v in after.items()}
+    shown = ", ".join(f"{k} {v + i:.2f} ({v:.2f} + {i:.2f})"
+                      for k, (v, i) in sorted(per_role.items(), key=lambda kv: -sum(kv[1]))
+                      if v + i >= 0.005)
+    print(f"webhook ctxsw/req by thread at {c} connection{'s' if c > 1 else ''} "
+          f"(sleeps + preemptions): {shown}")
 print("CPU us/req, ctxsw/req and allocs/req are the server's own (from /proc and the hook): the "
       "figures least\nshaken by other load on the machine; req/s and latency move with it")
 
