@@ -47,13 +47,13 @@ trap 'exit 1' INT TERM
 build_targets kuberay-tpu-webhook make-review alloc-count
 
 bench_certificate
-# name hosts worker file
+# name hosts worker file (the hosts are for the reader: the cluster file says them)
 REVIEWS=(
   "v6e-4x4 4 3 $ROOT/examples/gke-tutorial/ray-cluster.tpu-v6e-multihost.yaml"
   "tpu7x-16x16x36 2304 2303 $ROOT/bench/clusters/tpu7x-16x16x36.yaml"
 )
 for r in "${REVIEWS[@]}"; do
-  read -r name hosts worker file <<<"$r"
+  read -r name _ worker file <<<"$r"
   "$MAKE_REVIEW" --worker "$worker" --uid "bench-$name" "$file" > "$WORK/$name.review.json" ||
     die "make-review could not make the review of $file worker $worker"
   write_post_lua "$WORK/$name.lua" "$WORK/$name.review.json"

@@ -11,7 +11,7 @@
 # build-fuzz/findings/<target>/: fix it, and commit the input to fuzz/regressions/<target>/, which
 # CTest replays on every run (fuzz.replay.<target>).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 ROOT=$PWD
 SECONDS_EACH=${FUZZ_SECONDS:-60}
 # A unit slower than this (wall clock) is a finding. Wall clock, so on a loaded machine an honest

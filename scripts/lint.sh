@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
 # The written habits, checked (CI runs this before the build; see CONTRIBUTING.md):
 #   clang-format  every .h/.cpp of lib/ cmd/ test/ bench/ fuzz/ is formatted as .clang-format says
+#   ShellCheck    every shell script (*.sh and .ci/run) has no finding of warning level or above,
+#                 what it sources followed (-x)
 #   clang-tidy    lib/ and cmd/ hold the checks of .clang-tidy (naming, function size, bugprone-*,
 #                 modernize-*), with the compile commands of a configured build directory: one
 #                 run per translation unit the build compiles, so a lib/ room built as one unit
 #                 (WEBHOOK_UNITY_BUILD) is read once, its heavy headers with it
-# Usage: bash scripts/lint.sh [--format-only | --tidy-only]
+# Usage: bash scripts/lint.sh [--format-only | --tidy-only]   (--format-only: clang-format and
+#                                                             ShellCheck)
 #   BUILD_DIR=build   the build directory whose compile_commands.json clang-tidy reads (configured
 #                     here when it has none)
 #   JOBS=$(nproc)     parallel clang-tidy processes
 # Exit status 0 when both are clean, 1 when either has findings, 2 on bad usage or a missing tool.
 # To fix formatting: the same file list through `clang-format -i`.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 root=$PWD
 build_dir=${BUILD_DIR:-build}
 jobs=${JOBS:-$(nproc)}
@@ -66,6 +69,24 @@ if ((do_format)); then
     status=1
   else
     echo "clang-format: ${#files[@]} files ok ($((SECONDS - start)) s)"
+  fi
+fi
+
+if ((do_format)); then
+  shellcheck=$(pick shellcheck) || exit 2
+  if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    mapfile -t scripts < <(git ls-files -co --exclude-standard -- '*.sh' .ci/run |
+                           while read -r f; do [[ -f $f ]] && echo "$f"; done)
+  else
+    mapfile -t scripts < <(find . -name '*.sh' -not -path './build*' -not -path '*/node_modules/*' |
+                           sed 's|^\./||'; echo .ci/run)
+  fi
+  if out=$("$shellcheck" -x -S warning -f gcc "${scripts[@]}" 2>&1); then
+    echo "shellcheck: ${#scripts[@]} scripts ok"
+  else
+    echo "shellcheck: findings (fix the script, or say why with a '# shellcheck disable=' line):"
+    sed 's/^/  /' <<<"$out"
+    status=1
   fi
 fi
 

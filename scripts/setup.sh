@@ -7,7 +7,7 @@
 #        add --list to print the packages instead of installing them
 set -euo pipefail
 
-profile=test
+profile="test"
 list=0
 [[ "${SETUP_MINIMAL:-0}" == "1" ]] && profile=build
 for arg in "$@"; do
@@ -29,7 +29,7 @@ build_packages=(
 test_packages=(
   curl openssl python3 python3-yaml yamllint prometheus wrk nginx-light procps
   clang-14 libclang-rt-14-dev valgrind
-  clang-format-14 clang-tidy-14  # scripts/lint.sh
+  clang-format-14 clang-tidy-14 shellcheck  # scripts/lint.sh
   gcovr  # scripts/coverage.sh
   # test/deploy/helmrender, Helm's template engine, which renders the chart for the deploy tests
   golang-go golang-github-masterminds-sprig-dev golang-k8s-sigs-yaml-dev
