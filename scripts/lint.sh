@@ -37,14 +37,16 @@ pick() {  # pick NAME...: the first of the tools found (version 14 first: its ou
   return 1
 }
 
-# Tracked and new (not ignored) files, so a file added but not committed yet is checked too.
-sources() {  # sources DIR...
-  local f
+# The files under PATH... whose path matches the extended REGEX: tracked and new (not ignored)
+# ones, so a file added but not committed yet is checked too.
+sources() {  # sources REGEX PATH...
+  local regex=$1 f
+  shift
   if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
-    git ls-files -co --exclude-standard -- "$@" | grep -E '\.(h|cpp)$' | sort -u |
+    git ls-files -co --exclude-standard -- "$@" | grep -E "$regex" | sort -u |
       while read -r f; do [[ -f $f ]] && echo "$f"; done
   else
-    find "$@" -type f \( -name '*.h' -o -name '*.cpp' \) | sort
+    find "$@" -type f -not -path '*/node_modules/*' | sed 's|^\./||' | grep -E "$regex" | sort
   fi
 }
 
@@ -52,7 +54,7 @@ status=0
 
 if ((do_format)); then
   clang_format=$(pick clang-format-14 clang-format) || exit 2
-  mapfile -t files < <(sources lib cmd test bench fuzz)
+  mapfile -t files < <(sources '\.(h|cpp)$' lib cmd test bench fuzz)
   start=$SECONDS
   out=$("$clang_format" --dry-run -Werror "${files[@]}" 2>&1)
   rc=$?
@@ -74,13 +76,7 @@ fi
 
 if ((do_format)); then
   shellcheck=$(pick shellcheck) || exit 2
-  if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
-    mapfile -t scripts < <(git ls-files -co --exclude-standard -- '*.sh' .ci/run |
-                           while read -r f; do [[ -f $f ]] && echo "$f"; done)
-  else
-    mapfile -t scripts < <(find . -name '*.sh' -not -path './build*' -not -path '*/node_modules/*' |
-                           sed 's|^\./||'; echo .ci/run)
-  fi
+  mapfile -t scripts < <(sources '(\.sh|^\.ci/run)$' .)
   if out=$("$shellcheck" -x -S warning -f gcc "${scripts[@]}" 2>&1); then
     echo "shellcheck: ${#scripts[@]} scripts ok"
   else
