@@ -77,6 +77,7 @@ struct HttpServer::Impl {
   void admit(Tcp::socket socket);
   bool evict_oldest_idle();
   int open_connections() const;
+  int descriptors_on_their_way() const;  // `closing`
 
   HttpServer& server;
   std::vector<std::unique_ptr<asio::io_context>> loops;
@@ -93,6 +94,7 @@ struct HttpServer::Impl {
 
   mutable std::mutex mu;
   std::list<Connection*> open;  // not closed or evicted, oldest first
+  int closing = 0;              // evicted, their descriptors not closed yet
 };
 
 // One connection, read top to bottom in run(). Everything but try_evict(), idle() and
@@ -514,6 +516,8 @@ void HttpServer::Connection::finish() {
     std::lock_guard<std::mutex> lock(impl.mu);
     if (state_ != kEvicted) {
       impl.open.erase(place);
+    } else {
+      --impl.closing;
     }
   }
   if (state_ == kEvicted) {  // its descriptor is free: an accept may be waiting for it
@@ -577,6 +581,11 @@ int HttpServer::Impl::open_connections() const {
   return static_cast<int>(open.size());
 }
 
+int HttpServer::Impl::descriptors_on_their_way() const {
+  std::lock_guard<std::mutex> lock(mu);
+  return closing;
+}
+
 void HttpServer::serve() {
   for (Tcp::acceptor& a : impl_->acceptors) {
     asio::co_spawn(*impl_->loops[0], impl_->accept_loop(a), asio::detached);
@@ -603,10 +612,13 @@ asio::awaitable<void> HttpServer::Impl::accept_loop(Tcp::acceptor& acceptor) {
       break;
     }
     if (ec) {
-      // Out of descriptors, the oldest idle connection is closed and the next accept waits for
-      // its descriptor, not to close another while it is on its way; with none to evict, or on
-      // another failure (out of kernel memory, say), the next accept is shortly after.
-      if (ec == asio::error::no_descriptors || ec == std::errc::too_many_files_open_in_system) {
+      // Out of descriptors, the oldest idle connection is closed and the accept waits for its
+      // descriptor, however long its loop takes to close it: no other is closed while one is
+      // on its way. With none to evict, or on another failure (out of kernel memory, say), the
+      // next accept is shortly after.
+      bool out_of_descriptors =
+          ec == asio::error::no_descriptors || ec == std::errc::too_many_files_open_in_system;
+      if (out_of_descriptors && descriptors_on_their_way() == 0) {
         evict_oldest_idle();
       }
       room->expires_after(kAcceptRetry);
@@ -649,6 +661,7 @@ bool HttpServer::Impl::evict_oldest_idle() {
       return false;
     }
     open.erase(oldest->place);
+    ++closing;
     victim = oldest->shared_from_this();
   }
   asio::post(victim->executor(), [victim] { victim->wake_if_idle(); });
