@@ -512,15 +512,17 @@ void HttpServer::Connection::finish() {
   }
   stream_.close();
   Impl& impl = *server_.impl_;
+  bool evicted = false;  // read under the table's lock: an eviction claims a connection there
   {
     std::lock_guard<std::mutex> lock(impl.mu);
-    if (state_ != kEvicted) {
-      impl.open.erase(place);
-    } else {
+    evicted = state_ == kEvicted;
+    if (evicted) {
       --impl.closing;
+    } else {
+      impl.open.erase(place);
     }
   }
-  if (state_ == kEvicted) {  // its descriptor is free: an accept may be waiting for it
+  if (evicted) {  // its descriptor is free: an accept may be waiting for it
     asio::post(*impl.loops[0], [&impl] { impl.room->cancel(); });
   }
   if (o_.on_connection_close) {

@@ -75,7 +75,7 @@ struct HttpServerOptions {
   http1::Limits limits;
   std::chrono::milliseconds read_timeout{10'000};
   std::chrono::milliseconds idle_timeout{60'000};
-  int io_threads = 1;       // event loops; each connection lives on one
+  int io_threads = 1;       // event loops; accepted connections take them in turn
   int handler_threads = 4;  // the handler pool: requests handled at once
   int max_connections = 4096;
   int max_requests_per_connection = 1000;  // then "Connection: close", so load rebalances

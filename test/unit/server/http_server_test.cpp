@@ -168,11 +168,16 @@ struct TestServer {
       latencies.push_back(latency);
       changed.notify_all();
     };
-    options.on_connection_open = [this] {
-      std::lock_guard<std::mutex> lock(mu);
-      ++opened;
-      loop_of.push_back(std::this_thread::get_id());
-      changed.notify_all();
+    options.on_connection_open = [this, then = std::move(options.on_connection_open)] {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        ++opened;
+        loop_of.push_back(std::this_thread::get_id());
+        changed.notify_all();
+      }
+      if (then) {
+        then();  // the case's own hook, on the connection's loop
+      }
     };
     options.on_connection_close = [this, then = std::move(options.on_connection_close)] {
       {
@@ -456,22 +461,49 @@ std::vector<int> lowest_free_descriptors(int n) {
   return fds;
 }
 
+// Holds an event loop: once armed, the next connection to open or close (whichever hook it is
+// given to) waits in that hook, on its loop, until the test opens `held`; whatever else that
+// loop has to do waits too.
+struct LoopHold {
+  std::function<void()> hook() {
+    return [this] {
+      if (armed.exchange(false)) {
+        held.arrive();
+        held.pass();
+      }
+    };
+  }
+  std::atomic<bool> armed{false};
+  Gate held;
+};
+
+// For each connection `s` accepted, in order: whether it runs on an event loop other than the
+// listener's (the thread that called serve()).
+std::vector<bool> off_listener_loop(TestServer& s) {
+  std::lock_guard<std::mutex> lock(s.mu);
+  std::vector<bool> off;
+  for (const std::thread::id& id : s.loop_of) {
+    off.push_back(id != s.thread.get_id());
+  }
+  return off;
+}
+
+// Sends a request on `c` and requires its answer.
+void roundtrip(Socket& c, const std::string& path) {
+  c.send(post(path, ""));
+  REQUIRE_THAT(c.read_response(), Catch::EndsWith("POST " + path + " 0"));
+}
+
 // docs/server.md "Connections and limits": out of descriptors, the oldest idle connection is
 // closed to make room, and the listener waits for its descriptor, however long that
-// connection's loop takes to close it, rather than closing more. Here that loop is held well
-// past the listener's retry pause: another connection's close hook sleeps on it.
+// connection's loop takes to close it, rather than closing more. Here that loop is held for
+// several of the listener's 50 ms retry pauses.
 TEST_CASE("out of descriptors, a new connection closes one idle connection, not more",
           "[transport]") {
-  std::atomic<bool> hold{false};
-  Gate holding;
+  LoopHold hold;
   server::HttpServerOptions o = small();
   o.io_threads = 2;
-  o.on_connection_close = [&] {
-    if (hold.exchange(false)) {
-      holding.arrive();
-      std::this_thread::sleep_for(700ms);
-    }
-  };
+  o.on_connection_close = hold.hook();
   TestServer s(std::move(o));
   constexpr int kOpen = 10;
   std::vector<std::unique_ptr<Socket>> c;
@@ -479,42 +511,31 @@ TEST_CASE("out of descriptors, a new connection closes one idle connection, not 
     c.push_back(std::make_unique<Socket>(s.port));
     REQUIRE(s.wait_opened(i + 1));
   }
-  std::vector<std::thread::id> loop_of;
-  {
-    std::lock_guard<std::mutex> lock(s.mu);
-    loop_of = s.loop_of;
+  std::vector<bool> on_held = off_listener_loop(s);
+  std::size_t blocker = on_held.size();
+  for (std::size_t i = 0; i < on_held.size(); ++i) {
+    blocker = on_held[i] ? i : blocker;
   }
-  // The listener runs on the thread that called serve(); the held loop is the other one.
-  const std::thread::id listener = s.thread.get_id();
-  auto on_held = [&](int i) { return loop_of[static_cast<std::size_t>(i)] != listener; };
-  int blocker = -1;
-  for (int i = 0; i < kOpen; ++i) {
-    blocker = on_held(i) ? i : blocker;
-  }
-  REQUIRE(blocker >= 0);
-  std::vector<int> order;  // answered in this order: the oldest idle ones are on the held loop
-  for (int pass = 0; pass < 2; ++pass) {
-    for (int i = 0; i < kOpen; ++i) {
-      if (i != blocker && on_held(i) == (pass == 0)) {
+  REQUIRE(blocker < on_held.size());
+  std::vector<std::size_t> order;  // answered in this order: the oldest idle on the held loop
+  for (bool held_first : {true, false}) {
+    for (std::size_t i = 0; i < on_held.size(); ++i) {
+      if (i != blocker && on_held[i] == held_first) {
         order.push_back(i);
       }
     }
   }
-  REQUIRE(on_held(order[0]));
-  REQUIRE(on_held(order[1]));  // a second victim on the held loop, were one taken
-  for (int i : order) {
-    Socket& idle = *c[static_cast<std::size_t>(i)];
-    idle.send(post("/idle", ""));
-    REQUIRE_THAT(idle.read_response(), Catch::EndsWith("POST /idle 0"));
+  REQUIRE(on_held[order[0]]);
+  REQUIRE(on_held[order[1]]);  // a second victim on the held loop, were one taken
+  for (std::size_t i : order) {
+    roundtrip(*c[i], "/idle");
   }
   // The blocker closes (logged first, with descriptors free: UBSan checks an object's type
   // through a pipe the first time it meets that type), then its loop sleeps.
-  std::unique_ptr<Socket>& closing = c[static_cast<std::size_t>(blocker)];
-  closing->send(post("/blocker", ""));
-  REQUIRE_THAT(closing->read_response(), Catch::EndsWith("POST /blocker 0"));
-  hold = true;
-  closing.reset();
-  REQUIRE(holding.wait_arrived(1));
+  roundtrip(*c[blocker], "/blocker");
+  hold.armed = true;
+  c[blocker].reset();
+  REQUIRE(hold.held.wait_arrived(1));
   // Linux allots a new descriptor the lowest free number below the soft limit, and accept(2)
   // fails with EMFILE when there is none, whether or not a connection waits. Two numbers stay
   // free: the new client's socket and its accepted end. The server's next accept then finds
@@ -532,7 +553,9 @@ TEST_CASE("out of descriptors, a new connection closes one idle connection, not 
   {
     Socket fresh(s.port);
     bool sent = fresh.connected() && fresh.send(post("/new", ""));
-    answer = fresh.read_response();
+    answer = fresh.read_response();      // on the listener's loop, not held
+    std::this_thread::sleep_for(300ms);  // the listener retries; none of its tries closes more
+    hold.held.open();
     bool evicted_closed = s.wait_closed(2);  // the blocker, then the evicted one
     REQUIRE(setrlimit(RLIMIT_NOFILE, &was) == 0);
     REQUIRE(sent);
@@ -542,7 +565,7 @@ TEST_CASE("out of descriptors, a new connection closes one idle connection, not 
   CHECK_THAT(answer, Catch::EndsWith("POST /new 0"));
   int answered = 0;  // an evicted connection is never answered again
   for (std::size_t rank = 0; rank < order.size(); ++rank) {
-    Socket& idle = *c[static_cast<std::size_t>(order[rank])];
+    Socket& idle = *c[order[rank]];
     idle.send(post("/again", ""));
     bool again = !idle.read_response().empty();
     CAPTURE(rank);
@@ -550,6 +573,48 @@ TEST_CASE("out of descriptors, a new connection closes one idle connection, not 
     answered += again ? 1 : 0;
   }
   CHECK(answered == kOpen - 2);
+}
+
+// docs/server.md "Connections and limits": a request whose bytes arrive as its idle connection
+// is chosen for closing is neither handled nor answered; the connection closes without a byte.
+// Here the chosen connection's loop is held (a new connection's open hook waits on it) while the
+// request waits unread in its socket, and a connection over the cap chooses it.
+TEST_CASE("a request that crosses its connection's eviction is closed unanswered, not handled",
+          "[transport]") {
+  LoopHold hold;
+  server::HttpServerOptions o = small();
+  o.io_threads = 2;  // accepted connections take the loops in turn: 0, 1, 0, 1, ...
+  o.max_connections = 4;
+  o.read_timeout = 5000ms;
+  o.idle_timeout = 5000ms;
+  o.on_connection_open = hold.hook();
+  TestServer s(std::move(o));
+  std::vector<std::unique_ptr<Socket>> c;
+  for (int i = 0; i < 3; ++i) {
+    c.push_back(std::make_unique<Socket>(s.port));
+    REQUIRE(s.wait_opened(i + 1));
+  }
+  REQUIRE(off_listener_loop(s) == std::vector<bool>{false, true, false});
+  Socket& victim = *c[1];
+  roundtrip(victim, "/first");  // answered first: the oldest idle connection
+  roundtrip(*c[0], "/idle");
+  roundtrip(*c[2], "/idle");
+  hold.armed = true;
+  Socket blocker(s.port);  // fourth, on the victim's loop: at the cap, and that loop held
+  REQUIRE(hold.held.wait_arrived(1));
+  const int handled = s.handled;
+  REQUIRE(victim.send(post("/crossed", "")));  // unread while its loop is held
+  Socket fresh(s.port);                        // fifth, on the listener's loop: over the cap
+  REQUIRE(s.wait_opened(5));                   // admitted once the victim was chosen
+  roundtrip(fresh, "/new");
+  hold.held.open();
+  CHECK(victim.read_all().empty());  // closed, not a byte of an answer
+  REQUIRE(s.wait_closed(1));
+  CHECK(s.handled == handled + 1);  // /new only
+  CHECK_THAT(s.logged(), Catch::Contains("\"reason\":\"idle, closed for a new connection"));
+  roundtrip(blocker, "/blocker");  // the others are served as before
+  roundtrip(*c[0], "/again");
+  roundtrip(*c[2], "/again");
 }
 
 TEST_CASE("a refused head closes the connection; what follows it is never answered",
@@ -884,9 +949,9 @@ TEST_CASE("at stop, no connection is closed for it while the listener still acce
   // resets. Here the accept loop's thread is held (in a closing connection's hook) while
   // stop_serving() is called and a request on the other loop is answered: that answer keeps its
   // connection, which closes only once the listener has.
-  Gate block;  // the /block route
-  Gate held;   // loop 0, held in the first closed connection's hook
-  std::atomic<bool> hold{true};
+  Gate block;     // the /block route
+  LoopHold hold;  // loop 0, held in the first closed connection's hook
+  hold.armed = true;
   server::HttpServerOptions o = small(2);
   o.read_timeout = 5000ms;
   o.idle_timeout = 5000ms;
@@ -895,12 +960,7 @@ TEST_CASE("at stop, no connection is closed for it while the listener still acce
     block.pass();
     return text(std::string(r.path));
   };
-  o.on_connection_close = [&] {
-    if (hold.exchange(false)) {
-      held.arrive();
-      held.pass();
-    }
-  };
+  o.on_connection_close = hold.hook();
   TestServer s(std::move(o));
   auto first = std::make_unique<Socket>(s.port);  // accepted first: on loop 0, the accept loop's
   REQUIRE(s.wait_opened(1));
@@ -909,12 +969,12 @@ TEST_CASE("at stop, no connection is closed for it while the listener still acce
   second.send(post("/block", ""));
   REQUIRE(block.wait_arrived(1));
   first.reset();
-  REQUIRE(held.wait_arrived(1));  // loop 0 is held: the listener cannot close yet
+  REQUIRE(hold.held.wait_arrived(1));  // loop 0 is held: the listener cannot close yet
   s.http->stop_serving();
   block.open();
   CHECK_THAT(second.read_response(),
              Catch::EndsWith("/block") && !Catch::Contains("Connection: close"));
-  held.open();
+  hold.held.open();
   CHECK(second.closed_by_server());  // as an idle connection, once the listener is closed
   Socket again(s.port);
   CHECK_FALSE(again.connected());
