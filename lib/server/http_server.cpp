@@ -75,9 +75,8 @@ struct HttpServer::Impl {
   asio::io_context& next_loop() { return *loops[next++ % loops.size()]; }
   asio::awaitable<void> accept_loop(Tcp::acceptor& acceptor);
   void admit(Tcp::socket socket);
-  bool evict_oldest_idle();
+  bool evict_oldest_idle(bool unless_one_is_closing = false);
   int open_connections() const;
-  int descriptors_on_their_way() const;  // `closing`
 
   HttpServer& server;
   std::vector<std::unique_ptr<asio::io_context>> loops;
@@ -583,11 +582,6 @@ int HttpServer::Impl::open_connections() const {
   return static_cast<int>(open.size());
 }
 
-int HttpServer::Impl::descriptors_on_their_way() const {
-  std::lock_guard<std::mutex> lock(mu);
-  return closing;
-}
-
 void HttpServer::serve() {
   for (Tcp::acceptor& a : impl_->acceptors) {
     asio::co_spawn(*impl_->loops[0], impl_->accept_loop(a), asio::detached);
@@ -620,8 +614,8 @@ asio::awaitable<void> HttpServer::Impl::accept_loop(Tcp::acceptor& acceptor) {
       // next accept is shortly after.
       bool out_of_descriptors =
           ec == asio::error::no_descriptors || ec == std::errc::too_many_files_open_in_system;
-      if (out_of_descriptors && descriptors_on_their_way() == 0) {
-        evict_oldest_idle();
+      if (out_of_descriptors) {
+        evict_oldest_idle(/*unless_one_is_closing=*/true);
       }
       room->expires_after(kAcceptRetry);
       co_await room->async_wait(asio::redirect_error(asio::use_awaitable, ec));
@@ -648,11 +642,16 @@ void HttpServer::Impl::admit(Tcp::socket socket) {
   asio::co_spawn(ex, std::move(served), asio::detached);
 }
 
-// The oldest connection without a request in progress, closed to make room.
-bool HttpServer::Impl::evict_oldest_idle() {
+// The oldest connection without a request in progress, closed to make room; none while one
+// closed so is still closing, when `unless_one_is_closing` (out of descriptors, that one's
+// descriptor is the room).
+bool HttpServer::Impl::evict_oldest_idle(bool unless_one_is_closing) {
   std::shared_ptr<Connection> victim;
   {
     std::lock_guard<std::mutex> lock(mu);
+    if (unless_one_is_closing && closing > 0) {
+      return false;
+    }
     Connection* oldest = nullptr;
     for (Connection* c : open) {
       if (c->idle() && (oldest == nullptr || c->idle_since() < oldest->idle_since())) {

@@ -18,7 +18,6 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <condition_variable>
-#include <filesystem>
 #include <mutex>
 #include <sstream>
 #include <stdexcept>
@@ -531,7 +530,7 @@ TEST_CASE("out of descriptors, a new connection closes one idle connection, not 
     roundtrip(*c[i], "/idle");
   }
   // The blocker closes (logged first, with descriptors free: UBSan checks an object's type
-  // through a pipe the first time it meets that type), then its loop sleeps.
+  // through a pipe the first time it meets that type), then its loop waits on the hold.
   roundtrip(*c[blocker], "/blocker");
   hold.armed = true;
   c[blocker].reset();
