@@ -18,6 +18,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <condition_variable>
+#include <initializer_list>
 #include <mutex>
 #include <sstream>
 #include <stdexcept>
@@ -493,6 +494,31 @@ void roundtrip(Socket& c, const std::string& path) {
   REQUIRE_THAT(c.read_response(), Catch::EndsWith("POST " + path + " 0"));
 }
 
+// `n` connections to a server with two event loops, accepted in order, so they take the loops in
+// turn: the listener's, the other, the listener's, ...
+std::vector<std::unique_ptr<Socket>> open_on_alternate_loops(TestServer& s, int n) {
+  std::vector<std::unique_ptr<Socket>> c;
+  std::vector<bool> expected;
+  for (int i = 0; i < n; ++i) {
+    c.push_back(std::make_unique<Socket>(s.port));
+    REQUIRE(s.wait_opened(i + 1));
+    expected.push_back(i % 2 == 1);
+  }
+  REQUIRE(off_listener_loop(s) == expected);
+  return c;
+}
+
+// Answers `victim`, then `same_loop` (on the victim's loop), then `others`, so that the victim is
+// the oldest idle connection: an answer is reported (and read by the client) before its connection
+// is marked idle, and only the next request on the same loop is sure to come after that.
+void make_oldest_idle(Socket& victim, Socket& same_loop, std::initializer_list<Socket*> others) {
+  roundtrip(victim, "/first");
+  roundtrip(same_loop, "/idle");
+  for (Socket* other : others) {
+    roundtrip(*other, "/idle");
+  }
+}
+
 // docs/server.md "Connections and limits": out of descriptors, the oldest idle connection is
 // closed to make room, and the listener waits for its descriptor, however long that
 // connection's loop takes to close it, rather than closing more. Here that loop is held for
@@ -583,28 +609,21 @@ TEST_CASE("a request that crosses its connection's eviction is closed unanswered
   LoopHold hold;
   server::HttpServerOptions o = small();
   o.io_threads = 2;  // accepted connections take the loops in turn: 0, 1, 0, 1, ...
-  o.max_connections = 4;
+  o.max_connections = 6;
   o.read_timeout = 5000ms;
   o.idle_timeout = 5000ms;
   o.on_connection_open = hold.hook();
   TestServer s(std::move(o));
-  std::vector<std::unique_ptr<Socket>> c;
-  for (int i = 0; i < 3; ++i) {
-    c.push_back(std::make_unique<Socket>(s.port));
-    REQUIRE(s.wait_opened(i + 1));
-  }
-  REQUIRE(off_listener_loop(s) == std::vector<bool>{false, true, false});
+  std::vector<std::unique_ptr<Socket>> c = open_on_alternate_loops(s, 5);
   Socket& victim = *c[1];
-  roundtrip(victim, "/first");  // answered first: the oldest idle connection
-  roundtrip(*c[0], "/idle");
-  roundtrip(*c[2], "/idle");
+  make_oldest_idle(victim, *c[3], {c[0].get(), c[2].get(), c[4].get()});
   hold.armed = true;
-  Socket blocker(s.port);  // fourth, on the victim's loop: at the cap, and that loop held
+  Socket blocker(s.port);  // sixth, on the victim's loop: at the cap, and that loop held
   REQUIRE(hold.held.wait_arrived(1));
   const int handled = s.handled;
   REQUIRE(victim.send(post("/crossed", "")));  // unread while its loop is held
-  Socket fresh(s.port);                        // fifth, on the listener's loop: over the cap
-  REQUIRE(s.wait_opened(5));                   // admitted once the victim was chosen
+  Socket fresh(s.port);                        // seventh, on the listener's loop: over the cap
+  REQUIRE(s.wait_opened(7));                   // admitted once the victim was chosen
   roundtrip(fresh, "/new");
   hold.held.open();
   CHECK(victim.read_all().empty());  // closed, not a byte of an answer
@@ -612,8 +631,55 @@ TEST_CASE("a request that crosses its connection's eviction is closed unanswered
   CHECK(s.handled == handled + 1);  // /new only
   CHECK_THAT(s.logged(), Catch::Contains("\"reason\":\"idle, closed for a new connection"));
   roundtrip(blocker, "/blocker");  // the others are served as before
-  roundtrip(*c[0], "/again");
-  roundtrip(*c[2], "/again");
+  for (std::size_t i : {0U, 2U, 3U, 4U}) {
+    roundtrip(*c[i], "/again");
+  }
+}
+
+// docs/server.md "Connections and limits": the narrower crossing, where the chosen connection's
+// loop has already read the request's first bytes when it learns of the choice. The victim's
+// request and another connection's request become ready in one wake-up of the victim's loop, the
+// other first; that one holds the loop (its on_request hook) while a connection over the cap
+// chooses the victim. Released, the loop reads the victim's request before the choice's wake-up
+// reaches it, and the request's first byte finds its connection taken: closed unanswered, not
+// handled.
+TEST_CASE("a request read just after its connection was chosen for closing is not handled",
+          "[transport]") {
+  LoopHold on_open;
+  LoopHold on_read;
+  server::HttpServerOptions o = small();
+  o.io_threads = 2;
+  o.max_connections = 6;
+  o.read_timeout = 5000ms;
+  o.idle_timeout = 5000ms;
+  o.on_connection_open = on_open.hook();
+  o.on_request = [hold = on_read.hook()](std::string_view) { hold(); };
+  TestServer s(std::move(o));
+  std::vector<std::unique_ptr<Socket>> c = open_on_alternate_loops(s, 5);
+  Socket& victim = *c[1];
+  Socket& first = *c[3];  // on the victim's loop
+  make_oldest_idle(victim, first, {c[0].get(), c[2].get(), c[4].get()});
+  on_open.armed = true;
+  Socket holder(s.port);  // sixth, on the victim's loop, which waits in its open hook
+  REQUIRE(on_open.held.wait_arrived(1));
+  REQUIRE(first.send(post("/before", "")));  // both unread while the loop waits, in this order
+  REQUIRE(victim.send(post("/crossed", "")));
+  on_read.armed = true;
+  on_open.held.open();
+  REQUIRE(on_read.held.wait_arrived(1));  // the loop read /before first and waits in its hook
+  Socket fresh(s.port);       // seventh, on the listener's loop: at the cap, it takes the victim
+  REQUIRE(s.wait_opened(7));  // admitted once the victim was chosen
+  roundtrip(fresh, "/new");
+  on_read.held.open();
+  CHECK(victim.read_all().empty());  // closed, not a byte of an answer
+  REQUIRE(s.wait_closed(1));
+  CHECK_THAT(s.logged(), Catch::Contains("\"reason\":\"idle, closed for a new connection"));
+  CHECK_THAT(first.read_response(), Catch::EndsWith("POST /before 0"));
+  roundtrip(holder, "/holder");  // the others are served as before
+  for (Socket* other : {c[0].get(), c[2].get(), &first, c[4].get()}) {
+    roundtrip(*other, "/again");
+  }
+  CHECK(s.handled == 12);  // /first, four /idle, /before, /new, /holder, four /again: no /crossed
 }
 
 TEST_CASE("a refused head closes the connection; what follows it is never answered",
