@@ -35,7 +35,6 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BUILD="${1:-$ROOT/build}"
 REQUESTS="${REQUESTS:-1000}"
 WARMUP_REQUESTS="${WARMUP_REQUESTS:-100}"
-USER_AGENT="kube-apiserver-admission"
 CLUSTER="${CLUSTER:-$ROOT/examples/gke-tutorial/ray-cluster.tpu-v6e-multihost.yaml}"
 WORKER="${WORKER:-3}"
 # shellcheck source=bench/lib.sh

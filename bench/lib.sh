@@ -3,11 +3,24 @@
 # building and finding the binaries, starting the webhook as kube-apiserver reaches it, driving
 # it with wrk, and reading a server's own CPU, context switches, peak RSS and allocations from
 # /proc and the allocation hook.
-# The caller sets ROOT, BUILD, WORK (a scratch directory) and USER_AGENT, builds and finds the
+# The caller sets ROOT, BUILD and WORK (a scratch directory), builds and finds the
 # binaries (build_targets), makes the certificate $WORK/tls.crt/tls.key (bench_certificate), and
 # stops the webhook on exit (stop_webhook).
 
 die() { echo "bench: $*" >&2; exit 1; }
+
+# kube-apiserver's User-Agent on its admission calls: every request the benchmarks send carries it.
+USER_AGENT="kube-apiserver-admission"
+
+# need_whole_durations NAME...: dies unless each named variable is whole seconds, minutes or hours
+# (10s, 2m): wrk takes whole units only.
+need_whole_durations() {
+  local name
+  for name in "$@"; do
+    [[ "${!name}" =~ ^[1-9][0-9]*[smh]?$ ]] ||
+      die "$name=${!name}: give whole seconds such as 10s (or 2m)"
+  done
+}
 
 # need_tools TOOL...: dies naming the first one that is not on PATH.
 need_tools() {

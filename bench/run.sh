@@ -50,13 +50,10 @@ WARMUP="${WARMUP:-2s}"
 ALLOC_DURATION="${ALLOC_DURATION:-3s}"
 CONNECTIONS="${CONNECTIONS:-16}"
 THREADS="${THREADS:-2}"
-USER_AGENT="kube-apiserver-admission"
 
 # shellcheck source=bench/lib.sh
 source "$ROOT/bench/lib.sh"
-for d in DURATION WARMUP ALLOC_DURATION; do  # wrk takes whole units only
-  [[ "${!d}" =~ ^[1-9][0-9]*[smh]?$ ]] || die "$d=${!d}: give whole seconds such as 10s (or 2m)"
-done
+need_whole_durations DURATION WARMUP ALLOC_DURATION
 [[ "$CONNECTIONS" =~ ^[1-9][0-9]*$ && "$THREADS" =~ ^[1-9][0-9]*$ && "$CONNECTIONS" -ge 2 &&
    "$THREADS" -le "$CONNECTIONS" ]] ||
   die "CONNECTIONS=$CONNECTIONS THREADS=$THREADS: give whole numbers, 2 <= CONNECTIONS" \

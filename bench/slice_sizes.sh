@@ -29,12 +29,9 @@ BUILD="${1:-$ROOT/build}"
 DURATION="${DURATION:-8s}"
 WARMUP="${WARMUP:-2s}"
 ALLOC_DURATION="${ALLOC_DURATION:-3s}"
-USER_AGENT="kube-apiserver-admission"
 # shellcheck source=bench/lib.sh
 source "$ROOT/bench/lib.sh"
-for d in DURATION WARMUP ALLOC_DURATION; do  # wrk takes whole units only
-  [[ "${!d}" =~ ^[1-9][0-9]*[smh]?$ ]] || die "$d=${!d}: give whole seconds such as 10s (or 2m)"
-done
+need_whole_durations DURATION WARMUP ALLOC_DURATION
 need_tools wrk openssl curl python3
 LOADAVG_BEFORE="$(cut -d' ' -f1-3 /proc/loadavg)"
 STARTED="$(date -u '+%Y-%m-%d %H:%M:%S UTC')"
