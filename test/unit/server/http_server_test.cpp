@@ -282,6 +282,17 @@ bool eventually(F done) {
   return true;
 }
 
+// `n` connections to `s`, each accepted before the next is opened: their ages, and the event
+// loops they take in turn, follow this order.
+std::vector<std::unique_ptr<Socket>> open_in_order(TestServer& s, int n) {
+  std::vector<std::unique_ptr<Socket>> c;
+  for (int i = 0; i < n; ++i) {
+    c.push_back(std::make_unique<Socket>(s.port));
+    REQUIRE(s.wait_opened(i + 1));
+  }
+  return c;
+}
+
 // `threads` I/O threads and as many handler threads.
 server::HttpServerOptions small(int threads = 2) {
   server::HttpServerOptions o;
@@ -436,11 +447,7 @@ TEST_CASE("at the connection cap the oldest idle connection makes room", "[trans
   o.max_connections = 8;
   o.read_timeout = 5000ms;
   TestServer s(std::move(o));
-  std::vector<std::unique_ptr<Socket>> idle;
-  for (int i = 0; i < 8; ++i) {
-    idle.push_back(std::make_unique<Socket>(s.port));
-    REQUIRE(s.wait_opened(i + 1));  // accepted in this order: distinct ages
-  }
+  std::vector<std::unique_ptr<Socket>> idle = open_in_order(s, 8);  // distinct ages
   REQUIRE(s.http->open_connections() == 8);
   Socket c(s.port);
   c.send(post("/new", ""));
@@ -497,11 +504,9 @@ void roundtrip(Socket& c, const std::string& path) {
 // `n` connections to a server with two event loops, accepted in order, so they take the loops in
 // turn: the listener's, the other, the listener's, ...
 std::vector<std::unique_ptr<Socket>> open_on_alternate_loops(TestServer& s, int n) {
-  std::vector<std::unique_ptr<Socket>> c;
+  std::vector<std::unique_ptr<Socket>> c = open_in_order(s, n);
   std::vector<bool> expected;
   for (int i = 0; i < n; ++i) {
-    c.push_back(std::make_unique<Socket>(s.port));
-    REQUIRE(s.wait_opened(i + 1));
     expected.push_back(i % 2 == 1);
   }
   REQUIRE(off_listener_loop(s) == expected);
@@ -531,11 +536,7 @@ TEST_CASE("out of descriptors, a new connection closes one idle connection, not 
   o.on_connection_close = hold.hook();
   TestServer s(std::move(o));
   constexpr int kOpen = 10;
-  std::vector<std::unique_ptr<Socket>> c;
-  for (int i = 0; i < kOpen; ++i) {
-    c.push_back(std::make_unique<Socket>(s.port));
-    REQUIRE(s.wait_opened(i + 1));
-  }
+  std::vector<std::unique_ptr<Socket>> c = open_in_order(s, kOpen);
   std::vector<bool> on_held = off_listener_loop(s);
   std::size_t blocker = on_held.size();
   for (std::size_t i = 0; i < on_held.size(); ++i) {
