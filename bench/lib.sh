@@ -30,10 +30,10 @@ need_tools() {
   done
 }
 
-# build_targets TARGET...: builds TARGETs (kuberay-tpu-webhook, make-review, alloc-count) in
-# $BUILD, configured Release when new, unless BENCH_NO_BUILD is set (the log: $WORK/build.log);
-# then sets WEBHOOK (unless set), MAKE_REVIEW and ALLOC_HOOK, and dies when a TARGET's file is
-# missing.
+# build_targets TARGET...: builds TARGETs (kuberay-tpu-webhook, make-review, alloc-count,
+# tls-memory) in $BUILD, configured Release when new, unless BENCH_NO_BUILD is set (the log:
+# $WORK/build.log); then sets WEBHOOK (unless set), MAKE_REVIEW, ALLOC_HOOK and TLS_MEMORY, and
+# dies when a TARGET's file is missing.
 build_targets() {
   if [[ -z "${BENCH_NO_BUILD:-}" ]]; then
     [[ -f "$BUILD/CMakeCache.txt" ]] ||
@@ -44,12 +44,14 @@ build_targets() {
   WEBHOOK="${WEBHOOK:-$BUILD/cmd/webhook/kuberay-tpu-webhook}"
   MAKE_REVIEW="$BUILD/bench/make-review"
   ALLOC_HOOK="$BUILD/bench/liballoc-count.so"
+  TLS_MEMORY="$BUILD/bench/tls-memory"
   local target file
   for target in "$@"; do
     case "$target" in
       kuberay-tpu-webhook) file="$WEBHOOK" ;;
       make-review) file="$MAKE_REVIEW" ;;
       alloc-count) file="$ALLOC_HOOK" ;;
+      tls-memory) file="$TLS_MEMORY" ;;
       *) die "build_targets: no such target: $target" ;;
     esac
     [[ -f "$file" ]] || die "$file is not built (cmake --build $BUILD --target $*)"
