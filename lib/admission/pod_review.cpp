@@ -1,5 +1,6 @@
 // decode_for_mutation: the review read with simdjson, and only the Pod fields the Handler reads
-// built as json (docs/architecture.md "Why the Pod stays raw JSON").
+// built as json (docs/architecture.md "Why the Pod stays raw JSON"); and patch_ops, a patch read
+// back with simdjson for the dry run and kubectl tpu-slice.
 #include <simdjson.h>
 
 #include <array>
@@ -300,6 +301,23 @@ std::optional<Request> decode_fast(dom::parser& parser, std::string_view body) {
 }
 
 }  // namespace
+
+// The dry run and `kubectl tpu-slice` apply every worker's patch, whose host lists grow with the
+// slice (about 220 KB a Pod at 2,304 hosts): read with simdjson, a 2,304-host dry run takes a
+// quarter of the time or less it took with nlohmann's parser (docs/dryrun.md "Large clusters").
+// What simdjson cannot mirror (a -0.0) is left to nlohmann's parser.
+json patch_ops(const Response& response) {
+  if (!has_patch(response)) {
+    return nullptr;  // no operations
+  }
+  thread_local dom::parser parser;  // grows to the largest patch the thread read
+  try {
+    return to_json(parser.parse(response.patch));
+  } catch (const Unusual&) {
+  } catch (const simdjson::simdjson_error&) {
+  }
+  return json::parse(response.patch);
+}
 
 webhook::Result<Request> decode_for_mutation(std::string_view body) {
   dom::parser& parser = thread_parser();  // its buffers are the thread's, not the request's

@@ -350,10 +350,6 @@ void each_audit_annotation(const Response& response, Fn&& fn) {
 
 }  // namespace
 
-json patch_ops(const Response& response) {
-  return has_patch(response) ? json::parse(response.patch) : json();
-}
-
 Response denied(std::string uid, const webhook::Error& error) {
   Response r;
   r.uid = std::move(uid);

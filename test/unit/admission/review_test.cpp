@@ -254,6 +254,54 @@ TEST_CASE("encode echoes the uid and sets patchType only with a non-empty patch 
   }
 }
 
+namespace {
+
+// `a` and `b` hold the same values with the same JSON types, signed and unsigned integers told
+// apart (json's == compares 1 and 1u, and 0.0 and -0.0, as equal).
+bool same_typed(const json& a, const json& b) {
+  if (a.type() != b.type() || a.size() != b.size()) {
+    return false;
+  }
+  if (a.is_object()) {
+    for (auto it = a.begin(); it != a.end(); ++it) {
+      if (!b.contains(it.key()) || !same_typed(it.value(), b[it.key()])) {
+        return false;
+      }
+    }
+    return true;
+  }
+  if (a.is_array()) {
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      if (!same_typed(a[i], b[i])) {
+        return false;
+      }
+    }
+    return true;
+  }
+  return a.dump() == b.dump();
+}
+
+}  // namespace
+
+TEST_CASE("patch_ops reads a patch as nlohmann's parser does, number types included",
+          "[admission][envelope]") {
+  // The expected value is nlohmann's json::parse of the same text.
+  const char* patches[] = {
+      R"([{"op":"add","path":"/spec/hostname","value":"g-0-1"}])",
+      R"([{"op":"add","path":"/a","value":{"u":1,"i":-1,"big":18446744073709551615,)"
+      R"("min":-9223372036854775808,"d":1.5,"e":1e300,"z":0,"t":true,"f":false,"n":null,)"
+      R"("s":"\u00e9\"\\\n","nested":[[],{},[{"k":[1,2.0,"3"]}]]}}])",
+      R"([{"op":"add","path":"/a","value":{"k":1,"k":"the last one"}}])",
+      R"([{"op":"add","path":"/a","value":-0.0},{"op":"add","path":"/b","value":-0}])",
+  };
+  for (const char* text : patches) {
+    CAPTURE(text);
+    json ops = admission::patch_ops(admission::patched("u", text));
+    CHECK(same_typed(ops, json::parse(text)));
+  }
+  CHECK(admission::patch_ops(admission::allowed("u")).is_null());
+}
+
 TEST_CASE("audit annotations: the outcome, the slot and its path, the denial's reason (Envelope)",
           "[admission][envelope]") {
   admission::Response r = admission::patched("u-8", R"([{"op":"add","path":"/x","value":1}])");
