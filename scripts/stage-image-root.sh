@@ -60,7 +60,7 @@ mapfile -t paths <<<"$paths"
 staged=()
 for path in "${paths[@]}"; do
   dest=$root$path
-  mkdir -p "$(dirname "$dest")"
+  mkdir -p "${dest%/*}"
   cp -L "$path" "$dest"
   staged+=("$dest")
   echo "$me: $path"
@@ -78,7 +78,8 @@ done
 # libfoo.so.1.2.3). One package, or the run fails. dpkg reads its whole file database for each
 # query, so every candidate of every file is asked in one query first (dpkg_owned).
 candidates_of() {
-  printf '%s\n' "$1" "$(realpath -e "$(dirname "$1")")/$(basename "$1")" "$(realpath -e "$1")"
+  local dir=${1%/*}
+  printf '%s\n' "$1" "$(realpath -e "${dir:-/}")/${1##*/}" "$(realpath -e "$1")"
 }
 declare -A dpkg_owned=()  # path -> "pkg[:arch][, pkg2...]"
 load_owners() {
@@ -105,19 +106,23 @@ owner_of() {
   return 1
 }
 
-# The status.d record of a package: its control fields as dpkg has them, the fields
-# distroless writes (no Status: a record in status.d is an installed package).
-write_record() {
-  local pkg=$1 dest=$root/var/lib/dpkg/status.d/$1 fmt
+# The status.d records of PACKAGE..., from one dpkg-query (it reads dpkg's whole database each
+# time it runs): each package's control fields as dpkg has them, the fields distroless writes (no
+# Status: a record in status.d is an installed package). Source names the source package, with
+# its version when it differs (a binNMU's +bN); an empty field is left out.
+write_records() {
+  local fmt
   fmt='Package: ${Package}\nVersion: ${Version}\nArchitecture: ${Architecture}\n'
   fmt+='Maintainer: ${Maintainer}\n${source:Package}|${source:Version}\n'
   fmt+='Depends: ${Depends}\nHomepage: ${Homepage}\nDescription: ${binary:Synopsis}\n'
-  local fields version source_line
-  fields=$(dpkg-query -W -f="$fmt" "$pkg")
-  version=$(dpkg-query -W -f='${Version}' "$pkg")
-  # Source: the source package, with its version when it differs (a binNMU's +bN).
-  source_line=$(awk -F'|' -v v="$version" 'NR == 5 { print "Source: " $1 ($2 != v ? " (" $2 ")" : "") }' <<<"$fields")
-  awk -v src="$source_line" 'NR == 5 { print src; next } !/^[A-Za-z-]+: $/' <<<"$fields" >"$dest"
+  dpkg-query -W -f="$fmt" "$@" | awk -v dir="$records" '
+    /^Package: / { if (out != "") close(out); out = dir "/" substr($0, 10); line = 0 }
+    { ++line }
+    line == 2 { version = substr($0, 10) }
+    line == 5 { split($0, source, "|")
+                print "Source: " source[1] (source[2] != version ? " (" source[2] ")" : "") > out
+                next }
+    !/^[A-Za-z-]+: $/ { print > out }'
 }
 
 records=$root/var/lib/dpkg/status.d
@@ -129,8 +134,9 @@ for file in "${owned[@]}"; do
   pkg=$(owner_of "${file#"$root"}") || exit 1
   owners[$pkg]=1
 done
-for pkg in $(printf '%s\n' "${!owners[@]}" | sort); do
-  write_record "$pkg"
+mapfile -t packages < <(printf '%s\n' "${!owners[@]}" | sort)
+write_records "${packages[@]}"
+for pkg in "${packages[@]}"; do
   doc=/usr/share/doc/$pkg/copyright
   if [[ ! -f $doc ]]; then
     echo "$me: $pkg has no $doc" >&2
@@ -138,7 +144,8 @@ for pkg in $(printf '%s\n' "${!owners[@]}" | sort); do
   fi
   mkdir -p "$root/usr/share/doc/$pkg"
   cp -L "$doc" "$root$doc"
-  echo "$me: $pkg $(dpkg-query -W -f='${Version} ${Architecture}' "$pkg")"
+  echo "$me: $pkg $(awk '$1 == "Version:" { v = $2 } $1 == "Architecture:" { a = $2 }
+                         END { print v, a }' "$records/$pkg")"
 done
 
 cat >"$root/etc/passwd" <<'EOF'
@@ -160,7 +167,7 @@ EOF
 # starts with the staged loader, without the cache and with the staged directories first; the
 # loader would still fall back to the build machine's system directories, so the paths it
 # resolves must all be inside ROOT.
-mapfile -t libdirs < <(for lib in "${staged[@]}"; do dirname "$lib"; done | sort -u)
+mapfile -t libdirs < <(printf '%s\n' "${staged[@]%/*}" | sort -u)
 status=0
 declare -A reported=()
 for bin in "$@"; do

@@ -262,7 +262,7 @@ CASES = [
      "FROM ${BASE_IMAGE} AS build", "FROM debian:bookworm-slim@sha256:" + "0" * 64 + " AS build",
      "names its base itself"),
     ("the staging script writes no package records", "libs", "scripts/stage-image-root.sh",
-     '  write_record "$pkg"\n', "", "which has no /var/lib/dpkg/status.d/"),
+     'write_records "${packages[@]}"\n', "", "which has no /var/lib/dpkg/status.d/"),
     ("a package record with another version", "libs", "scripts/stage-image-root.sh",
      "Version: ${Version}\\n", "Version: ${Version}.1\\n", "Version '"),
     ("a package record without its copyright", "libs", "scripts/stage-image-root.sh",
