@@ -18,7 +18,6 @@ import os
 import re
 import subprocess
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
 
 RELEASE = "kuberay-tpu-webhook"
 # The release namespace (helm install -n) of a render unless a test gives another: the Go
@@ -59,43 +58,76 @@ def missing(renderer):
     return True
 
 
-def render(renderer, chart_dir, values=None, lookup=None, sets=(), skip_schema=False,
-           report=True, extra_args=(), namespace=None, kube_version=None):
+def _arguments(tmp, chart_dir, values=None, lookup=None, sets=(), skip_schema=False,
+               report=True, extra_args=(), namespace=None, kube_version=None):
+    """helmrender's arguments for a render (render()'s keywords), its files written in tmp, and
+    the report file it writes (None without report)."""
+    args = ["--name", RELEASE, "--namespace", namespace or NAMESPACE,
+            "--kube-version", kube_version or KUBE_VERSION, *extra_args]
+    if values is not None:
+        args += ["-f", _write(tmp, "values.json", values)]
+    for s in sets:
+        args += ["--set", s]
+    if lookup:
+        args += ["--lookup", _write(tmp, "lookup.json", lookup)]
+    if skip_schema:
+        args.append("--skip-schema-validation")
+    report_file = os.path.join(tmp, "report.json") if report else None
+    if report_file:
+        args += ["--report", report_file]
+    return args + [chart_dir], report_file
+
+
+def _rendered(returncode, stdout, stderr, report_file):
+    rep = None
+    if report_file and os.path.exists(report_file):
+        with open(report_file) as f:
+            rep = json.load(f)
+    return Rendered(returncode, stdout, stderr, rep)
+
+
+def render(renderer, chart_dir, **job):
     """Runs helmrender on chart_dir with the values (a dict, written as a -f file), --set
     arguments and lookup objects given, in release namespace `namespace` (NAMESPACE) for
-    Kubernetes `kube_version` (KUBE_VERSION), and returns a Rendered."""
+    Kubernetes `kube_version` (KUBE_VERSION), and returns a Rendered. The keywords: values,
+    lookup, sets, skip_schema, report (True), extra_args, namespace, kube_version."""
     with tempfile.TemporaryDirectory(prefix="helmrender-") as tmp:
-        cmd = [renderer, "--name", RELEASE, "--namespace", namespace or NAMESPACE,
-               "--kube-version", kube_version or KUBE_VERSION, *extra_args]
-        if values is not None:
-            cmd += ["-f", _write(tmp, "values.json", values)]
-        for s in sets:
-            cmd += ["--set", s]
-        if lookup:
-            cmd += ["--lookup", _write(tmp, "lookup.json", lookup)]
-        if skip_schema:
-            cmd.append("--skip-schema-validation")
-        report_file = os.path.join(tmp, "report.json")
-        if report:
-            cmd += ["--report", report_file]
-        cmd.append(chart_dir)
+        args, report_file = _arguments(tmp, chart_dir, **job)
         try:
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT,
-                               stdin=subprocess.DEVNULL)
+            p = subprocess.run([renderer, *args], capture_output=True, text=True,
+                               timeout=TIMEOUT, stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired:
             return Rendered(-1, "", f"helmrender did not finish within {TIMEOUT} s", None)
-        rep = None
-        if report and os.path.exists(report_file):
-            with open(report_file) as f:
-                rep = json.load(f)
-        return Rendered(p.returncode, p.stdout, p.stderr, rep)
+        return _rendered(p.returncode, p.stdout, p.stderr, report_file)
 
 
 def render_many(renderer, chart_dir, jobs):
-    """Renders [dict of render()'s keyword arguments, ...] concurrently, results in order."""
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-        futures = [pool.submit(render, renderer, chart_dir, **job) for job in jobs]
-        return [f.result() for f in futures]
+    """Renders [dict of render()'s keyword arguments, ...] in one run of helmrender (--batch:
+    each render as a run of its own would, without a process each), results in order."""
+    with tempfile.TemporaryDirectory(prefix="helmrender-") as tmp:
+        runs = []
+        for i, job in enumerate(jobs):
+            job_dir = os.path.join(tmp, str(i))
+            os.mkdir(job_dir)
+            runs.append(_arguments(job_dir, chart_dir, **job))
+        batch = _write(tmp, "batch.json", [{"args": args} for args, _ in runs])
+        limit = TIMEOUT + 5 * len(jobs)
+        results = None
+        try:
+            p = subprocess.run([renderer, "--batch", batch], capture_output=True, text=True,
+                               timeout=limit, stdin=subprocess.DEVNULL)
+            why = f"helmrender --batch failed (exit {p.returncode}): {p.stderr.strip()}"
+            if p.returncode == 0:
+                results = json.loads(p.stdout)
+                why = f"helmrender --batch answered {len(jobs)} renders with {p.stdout[:200]!r}"
+        except subprocess.TimeoutExpired:
+            why = f"helmrender --batch did not finish within {limit} s"
+        except ValueError as e:
+            why = f"helmrender --batch printed no JSON array of results: {e}"
+        if not isinstance(results, list) or len(results) != len(jobs):
+            return [Rendered(-1, "", why, None) for _ in jobs]
+        return [_rendered(r["code"], r["stdout"], r["stderr"], report_file)
+                for r, (_, report_file) in zip(results, runs)]
 
 
 def _write(tmp, name, data):

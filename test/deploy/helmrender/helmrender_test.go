@@ -329,3 +329,62 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+func TestBatchGivesEachRenderWhatItsOwnRunWould(t *testing.T) {
+	dir := writeChart(t, testChart)
+	jobs := [][]string{
+		{"--name", "rel", "--namespace", "ns", "--set", "needed=given", dir},
+		{dir}, // `required` fails: exit 1, and the render after it is not touched by it
+		{"--name", "other", "--set", "needed=again", dir},
+		{"--no-such-flag", dir},
+	}
+	var list []map[string][]string
+	for _, args := range jobs {
+		list = append(list, map[string][]string{"args": args})
+	}
+	data, err := json.Marshal(list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "batch.json")
+	if err := os.WriteFile(file, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if rc := runBatch(file, &out, &errb); rc != 0 {
+		t.Fatalf("rc %d: %s", rc, errb.String())
+	}
+	var got []batchResult
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatalf("not a JSON array of results: %v\n%s", err, out.String())
+	}
+	if len(got) != len(jobs) {
+		t.Fatalf("%d results for %d renders", len(got), len(jobs))
+	}
+	for i, args := range jobs {
+		rc, stdout, stderr := runHelmrender(args...)
+		want := batchResult{Code: rc, Stdout: stdout, Stderr: stderr}
+		if got[i] != want {
+			t.Errorf("render %d %v: batch gave %+v, its own run %+v", i, args, got[i], want)
+		}
+	}
+	// What each run would have given, written down: the first and third render, the second
+	// refused by `required`, the fourth by the flag parser.
+	if got[0].Code != 0 || !strings.Contains(got[0].Stdout, "  name: web-demo\n  namespace: ns\n") ||
+		got[1].Code != 1 || got[1].Stderr != "Error: execution error at (demo/templates/cm.yaml:24:13): needed must be set\n" ||
+		got[2].Code != 0 || !strings.Contains(got[2].Stdout, "  needed: again\n") ||
+		got[3].Code != 2 || !strings.Contains(got[3].Stderr, "flag provided but not defined: -no-such-flag") {
+		t.Errorf("results %+v", got)
+	}
+	for _, bad := range []string{"{}", "not json", `[{"args": "x"}]`} {
+		if err := os.WriteFile(file, []byte(bad), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out.Reset()
+		errb.Reset()
+		if rc := runBatch(file, &out, &errb); rc != 2 || out.Len() != 0 ||
+			!strings.HasPrefix(errb.String(), "Error: --batch "+file+": ") {
+			t.Errorf("batch file %q: rc %d, stdout %q, stderr %q, want rc 2 and one Error line", bad, rc, out.String(), errb.String())
+		}
+	}
+}
