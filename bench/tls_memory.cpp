@@ -17,12 +17,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <asio.hpp>
 #include <asio/ssl.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <span>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -108,31 +110,22 @@ char receive_byte(int fd) {
   std::_Exit(0);
 }
 
-// What one kind of stream does with an accepted socket: kept as it is until told to handshake,
-// then handshakes and waits to read.
-class ByteStreams {
- public:
+// What differs between the two kinds: the stream made of an accepted socket, its handshake, and
+// a read that waits (into a buffer shared by every connection, as the transport's reads share one
+// per thread).
+struct OwnStream {
+  using Stream = server::ByteStream;
   static constexpr std::string_view kName = "server::ByteStream";
-  explicit ByteStreams(SSL_CTX* ctx) : ctx_(ctx) {}
-  void keep(Tcp::socket socket) {
-    kept_.push_back(std::make_unique<server::ByteStream>(std::move(socket), ctx_));
+  explicit OwnStream(SSL_CTX* server_ctx) : ctx(server_ctx) {}
+  std::unique_ptr<Stream> make(Tcp::socket socket) {
+    return std::make_unique<Stream>(std::move(socket), ctx);
   }
-  asio::awaitable<bool> handshake_then_wait(std::size_t i, int& handshaken) {
-    server::ByteStream& s = *kept_[i];
-    if (!co_await s.handshake()) {
-      co_return false;
-    }
-    ++handshaken;
+  static asio::awaitable<bool> handshake(Stream& s) { return s.handshake(); }
+  static asio::awaitable<void> wait_to_read(Stream& s, std::span<char> buffer) {
     std::size_t got = 0;
-    co_await s.read_some(buffer_, sizeof buffer_, got);
-    co_return true;
+    co_await s.read_some(buffer.data(), buffer.size(), got);
   }
-  void reserve(std::size_t n) { kept_.reserve(n); }
-
- private:
-  SSL_CTX* ctx_;
-  std::vector<std::unique_ptr<server::ByteStream>> kept_;
-  char buffer_[4096] = {};  // shared, as the transport's reads share one per thread
+  SSL_CTX* ctx;
 };
 
 // `ctx` with a reference taken for an owner that frees it (asio::ssl::context does).
@@ -141,36 +134,29 @@ SSL_CTX* with_reference(SSL_CTX* ctx) {
   return ctx;
 }
 
-class AsioStreams {
- public:
+struct AsioStream {
+  using Stream = asio::ssl::stream<Tcp::socket>;
   static constexpr std::string_view kName = "asio::ssl::stream";
-  explicit AsioStreams(SSL_CTX* ctx) : ctx_(with_reference(ctx)) {}
-  void keep(Tcp::socket socket) {
-    kept_.push_back(std::make_unique<asio::ssl::stream<Tcp::socket>>(std::move(socket), ctx_));
+  explicit AsioStream(SSL_CTX* server_ctx) : ctx(with_reference(server_ctx)) {}
+  std::unique_ptr<Stream> make(Tcp::socket socket) {
+    return std::make_unique<Stream>(std::move(socket), ctx);
   }
-  asio::awaitable<bool> handshake_then_wait(std::size_t i, int& handshaken) {
-    asio::ssl::stream<Tcp::socket>& s = *kept_[i];
+  static asio::awaitable<bool> handshake(Stream& s) {
     std::error_code ec;
     co_await s.async_handshake(asio::ssl::stream_base::server,
                                asio::redirect_error(asio::use_awaitable, ec));
-    if (ec) {
-      co_return false;
-    }
-    ++handshaken;
-    co_await s.async_read_some(asio::buffer(buffer_),
-                               asio::redirect_error(asio::use_awaitable, ec));
-    co_return true;
+    co_return !ec;
   }
-  void reserve(std::size_t n) { kept_.reserve(n); }
-
- private:
-  asio::ssl::context ctx_;  // frees its reference
-  std::vector<std::unique_ptr<asio::ssl::stream<Tcp::socket>>> kept_;
-  char buffer_[4096] = {};
+  static asio::awaitable<void> wait_to_read(Stream& s, std::span<char> buffer) {
+    std::error_code ec;
+    co_await s.async_read_some(asio::buffer(buffer.data(), buffer.size()),
+                               asio::redirect_error(asio::use_awaitable, ec));
+  }
+  asio::ssl::context ctx;  // frees its reference
 };
 
 // Measures one kind in this process and prints its line.
-template <class Streams>
+template <class Kind>
 void measure(SSL_CTX* ctx, int n) {
   asio::io_context io(1);
   Tcp::acceptor acceptor(io, Tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
@@ -187,11 +173,13 @@ void measure(SSL_CTX* ctx, int n) {
   if (clients == 0) {
     run_clients(acceptor.local_endpoint().port(), n, to_server[1], from_server[0]);
   }
-  Streams streams(ctx);
+  Kind kind(ctx);
+  std::vector<std::unique_ptr<typename Kind::Stream>> streams;
   streams.reserve(static_cast<std::size_t>(n));
+  std::array<char, 4096> buffer{};
   long base = rss_kib();
   for (int i = 0; i < n; ++i) {
-    streams.keep(acceptor.accept());
+    streams.push_back(kind.make(acceptor.accept()));
   }
   receive_byte(to_server[0]);
   long silent = rss_kib();
@@ -201,9 +189,13 @@ void measure(SSL_CTX* ctx, int n) {
     asio::co_spawn(
         io,
         [&, i]() -> asio::awaitable<void> {
-          if (!co_await streams.handshake_then_wait(static_cast<std::size_t>(i), handshaken)) {
+          auto& stream = *streams[static_cast<std::size_t>(i)];
+          if (!co_await Kind::handshake(stream)) {
             ++failed;
+            co_return;
           }
+          ++handshaken;
+          co_await Kind::wait_to_read(stream, buffer);  // idle: the state measured
         },
         asio::detached);
   }
@@ -211,11 +203,11 @@ void measure(SSL_CTX* ctx, int n) {
   while (handshaken + failed < n && io.run_one() > 0) {
   }
   if (failed > 0) {
-    fail(std::string(Streams::kName) + ": " + std::to_string(failed) + " handshakes failed");
+    fail(std::string(Kind::kName) + ": " + std::to_string(failed) + " handshakes failed");
   }
   receive_byte(to_server[0]);
   long idle = rss_kib();
-  std::printf("%-20s %10.1f %14.1f   (%d connections)\n", std::string(Streams::kName).c_str(),
+  std::printf("%-20s %10.1f %14.1f   (%d connections)\n", std::string(Kind::kName).c_str(),
               static_cast<double>(silent - base) / n, static_cast<double>(idle - base) / n, n);
   std::fflush(stdout);
   send_byte(from_server[1], 's');
@@ -224,12 +216,12 @@ void measure(SSL_CTX* ctx, int n) {
   std::_Exit(WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1);
 }
 
-// Runs `measure<Streams>` in a child process; false when it failed.
-template <class Streams>
+// Runs `measure<Kind>` in a child process; false when it failed.
+template <class Kind>
 bool measured_apart(SSL_CTX* ctx, int n) {
   pid_t child = fork();
   if (child == 0) {
-    measure<Streams>(ctx, n);
+    measure<Kind>(ctx, n);
   }
   int status = 0;
   return child > 0 && waitpid(child, &status, 0) == child && WIFEXITED(status) &&
@@ -272,7 +264,6 @@ int main(int argc, char** argv) {
               ASIO_VERSION / 100000, ASIO_VERSION / 100 % 1000, ASIO_VERSION % 100);
   std::printf("%-20s %10s %14s\n", "stream", "silent", "idle after TLS");
   std::fflush(stdout);
-  bool ok =
-      measured_apart<ByteStreams>(ctx->get(), n) && measured_apart<AsioStreams>(ctx->get(), n);
+  bool ok = measured_apart<OwnStream>(ctx->get(), n) && measured_apart<AsioStream>(ctx->get(), n);
   return ok ? 0 : 1;
 }

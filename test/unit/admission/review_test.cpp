@@ -285,7 +285,8 @@ bool same_typed(const json& a, const json& b) {
 
 TEST_CASE("patch_ops reads a patch as nlohmann's parser does, number types included",
           "[admission][envelope]") {
-  // The expected value is nlohmann's json::parse of the same text.
+  // The dry run applies each worker's patch as read back by patch_ops (docs/dryrun.md "Large
+  // clusters"). The expected value is nlohmann's json::parse of the same text.
   const char* patches[] = {
       R"([{"op":"add","path":"/spec/hostname","value":"g-0-1"}])",
       R"([{"op":"add","path":"/a","value":{"u":1,"i":-1,"big":18446744073709551615,)"
